@@ -1,0 +1,36 @@
+# Two entry points for a fresh machine (see README.md):
+#   make demo   sets up a virtual environment and runs dispatch's main example locally
+#   make test   sets up a virtual environment and runs every check and the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip
+
+.PHONY: demo test setup setup-demo lint unit clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+setup: $(BIN)/python
+	$(PIP) install --quiet -c constraints.txt -e '.[dev,kubeflow]'
+
+setup-demo: $(BIN)/python
+	$(PIP) install --quiet -c constraints.txt -e '.[torch]'
+
+demo: setup-demo
+	$(BIN)/dispatch validate examples/hello/job.yaml
+
+lint: setup
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: setup
+	$(BIN)/pytest -q
+
+test: lint unit
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

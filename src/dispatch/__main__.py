@@ -1,0 +1,3 @@
+from dispatch.cli.main import main
+
+main()

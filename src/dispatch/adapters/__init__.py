@@ -1,0 +1,1 @@
+"""Scheduler adapters: the contract in ``base``, one package per scheduler, loaded by name."""

@@ -1,0 +1,140 @@
+"""The adapter contract (SPI): what every scheduler binding promises dispatch.
+
+An adapter is bound to one configured cluster. Every method is a coroutine (or an async
+iterator); none blocks the event loop. Errors raised are from ``dispatch.model.errors``:
+
+* ``Unsupported`` — the job cannot run on this cluster; *every* reason is attached and nothing
+  of the attempt exists on the scheduler afterwards.
+* ``TransientError`` (``SchedulerUnavailable``, ``OutcomeUnknown``) — try again later. After
+  ``OutcomeUnknown`` the caller must ``observe`` before acting; only ``start`` may be repeated
+  blindly, because it adopts what already exists.
+* ``PermanentError`` (``NotFound``, ``Forbidden``, ``InvalidSpec``) — retrying cannot help.
+
+Third-party exceptions never escape an adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from dispatch.clock import Clock, SystemClock
+from dispatch.config import ClusterConfig
+from dispatch.model import (
+    AttemptHandle,
+    CapabilityReport,
+    Job,
+    JobSpec,
+    Observation,
+    Plan,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterContext:
+    """What an adapter is given besides its cluster: time, and a folder of its own for state."""
+
+    state_dir: Path
+    clock: Clock = field(default_factory=SystemClock)
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """The core calls every adapter implements."""
+
+    #: the adapter's registered name ("local", "kubeflow", "slurm", "memory")
+    kind: str
+    #: the cluster this instance is bound to
+    cluster: ClusterConfig
+
+    async def capabilities(self, spec: JobSpec | None = None) -> CapabilityReport:
+        """The cluster's answers, probed once and cached; with ``spec``, the refusals for it.
+
+        Creates nothing. A report with refusals is returned, not raised: callers decide
+        (``CapabilityReport.raise_if_refused``). Raises ``TransientError`` when the cluster
+        cannot be probed right now.
+        """
+        ...
+
+    async def plan(self, job: Job, attempt: int) -> Plan:
+        """The dry run of ``start(job, attempt)`` as a value: the exact objects, script or argv.
+
+        Creates nothing; a refused job yields a plan whose capabilities carry the refusals.
+        """
+        ...
+
+    async def start(self, job: Job, attempt: int) -> AttemptHandle:
+        """Create attempt ``attempt`` of ``job`` on the scheduler and return its handle.
+
+        Idempotent: names are deterministic from (job id, attempt), so a second call for the
+        same pair adopts what exists and returns an equal handle; it never creates a second
+        execution. A successful return guarantees the scheduler has accepted the attempt
+        (it may still be queued). Raises ``Unsupported`` (nothing left behind) when the job
+        cannot run, ``OutcomeUnknown`` when the request's effect is not known.
+        """
+        ...
+
+    async def observe(self, handle: AttemptHandle) -> Observation:
+        """The attempt's current outcome and the evidence seen for it.
+
+        Never changes anything. An attempt the scheduler no longer knows is reported with
+        ``gone=True`` and the outcome derived from what was seen before, else ``unknown``.
+        """
+        ...
+
+    def watch(self, handles: Sequence[AttemptHandle]) -> AsyncIterator[Observation]:
+        """Observations for these attempts as they change, until the caller stops iterating.
+
+        Must not poll per job: one stream (or one query per cycle) per kind of object,
+        however many attempts are watched. Each attempt's first observation is yielded
+        promptly, so a watcher learns the present state without waiting for a change.
+        """
+        ...
+
+    async def cancel(self, handle: AttemptHandle, actor: str, reason: str) -> None:
+        """Ask the scheduler to stop the attempt; returns once the request is accepted.
+
+        Idempotent: cancelling an ended or unknown attempt is not an error. The attempt's
+        outcome becomes ``cancelled`` (cause ``cancelled``, naming ``actor``) unless it had
+        already ended otherwise.
+        """
+        ...
+
+
+@runtime_checkable
+class OutputReader(Protocol):
+    """Optional: read what the ranks of an attempt printed."""
+
+    def read_output(
+        self, handle: AttemptHandle, rank: int | None = None, follow: bool = False
+    ) -> AsyncIterator[str]:
+        """Lines of output (without trailing newline) of one rank, or of all ranks prefixed
+        with ``[rank N]`` when ``rank`` is None. With ``follow`` the iterator continues until
+        the attempt ends. Raises ``NotFound`` for a rank the attempt does not have.
+        """
+        ...
+
+
+@runtime_checkable
+class IdentityWeakener(Protocol):
+    """Optional: adapters whose cluster settings can let a rank run twice within an attempt."""
+
+    def weakened_identity(self, spec: JobSpec) -> str | None:
+        """Why ranks of this spec may run more than once per attempt here, or None."""
+        ...
+
+
+@runtime_checkable
+class Holder(Protocol):
+    """Optional: schedulers that can accept an attempt without starting it."""
+
+    async def hold(self, handle: AttemptHandle) -> None:
+        """Keep the attempt from starting. Idempotent; an attempt already running is an
+        ``Unsupported`` refusal with rule ``hold-running``."""
+        ...
+
+    async def release(self, handle: AttemptHandle) -> None:
+        """Let a held attempt start. Idempotent."""
+        ...

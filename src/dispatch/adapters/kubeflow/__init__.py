@@ -1,0 +1,1 @@
+"""Kubeflow Trainer v2: runtime rules, TrainJob building, evidence and causes."""

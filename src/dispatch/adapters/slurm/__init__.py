@@ -1,0 +1,1 @@
+"""Slurm through its command-line tools."""

@@ -1,0 +1,1 @@
+"""The ``dispatch`` command line."""

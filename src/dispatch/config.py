@@ -1,0 +1,127 @@
+"""Configuration: the clusters dispatch knows, read from YAML; ``local`` always exists.
+
+Lookup order: an explicit path (``--config``), else ``$DISPATCH_CONFIG``, else
+``<user config dir>/dispatch/config.yaml``; a missing default file means "only ``local``".
+State (the records database, logs) lives under ``$DISPATCH_STATE_DIR``, else the user's
+state directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from platformdirs import user_config_dir, user_state_dir
+
+from dispatch.model import ConfigError, yaml12
+
+LOCAL = "local"
+_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """One configured cluster: its name, the adapter that drives it, and that adapter's settings."""
+
+    name: str
+    adapter: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def setting(self, key: str, default: Any = None) -> Any:
+        return self.settings.get(key, default)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    clusters: Mapping[str, ClusterConfig]
+    source: Path | None = None
+
+    def cluster(self, name: str) -> ClusterConfig:
+        try:
+            return self.clusters[name]
+        except KeyError:
+            known = ", ".join(sorted(self.clusters))
+            where = f" in {self.source}" if self.source else ""
+            raise ConfigError(
+                f"no cluster named {name!r}{where}; known clusters: {known}. "
+                "Add it under `clusters:` in the configuration file, or set `cluster:` in the "
+                "job spec to one of these."
+            ) from None
+
+
+def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    if env.get("DISPATCH_CONFIG"):
+        return Path(env["DISPATCH_CONFIG"]).expanduser()
+    return Path(user_config_dir("dispatch")) / "config.yaml"
+
+
+def state_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the records database and per-rank logs live (created on first use by callers)."""
+    env = os.environ if environ is None else environ
+    if env.get("DISPATCH_STATE_DIR"):
+        return Path(env["DISPATCH_STATE_DIR"]).expanduser()
+    return Path(user_state_dir("dispatch"))
+
+
+def parse_config(data: Any, *, source: Path | None = None) -> Config:
+    where = f"{source}: " if source else ""
+    clusters: dict[str, ClusterConfig] = {LOCAL: ClusterConfig(name=LOCAL, adapter=LOCAL)}
+    if data is None:
+        return Config(clusters=clusters, source=source)
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}the configuration must be a mapping with a `clusters:` list")
+    unknown = sorted(str(k) for k in data if k != "clusters")
+    if unknown:
+        raise ConfigError(f"{where}unknown top-level key(s) {unknown}; only `clusters` is read")
+    entries = data.get("clusters") or []
+    if not isinstance(entries, list):
+        raise ConfigError(f"{where}`clusters` must be a list of clusters")
+    problems: list[str] = []
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
+            problems.append(f"clusters[{index}] must be a mapping with name and adapter")
+            continue
+        name, adapter = entry.get("name"), entry.get("adapter")
+        if not isinstance(name, str) or not _NAME.match(name):
+            problems.append(
+                f"clusters[{index}].name must be lowercase letters, digits and '-' (got {name!r})"
+            )
+            continue
+        if not isinstance(adapter, str) or not adapter:
+            problems.append(f"clusters[{index}] ({name}) needs `adapter:` (kubeflow, slurm, local)")
+            continue
+        if name in clusters and name != LOCAL:
+            problems.append(f"clusters[{index}]: the name {name!r} is used twice")
+            continue
+        settings = {k: v for k, v in entry.items() if k not in ("name", "adapter")}
+        clusters[name] = ClusterConfig(name=name, adapter=adapter, settings=settings)
+    if problems:
+        raise ConfigError(where + "; ".join(problems))
+    return Config(clusters=clusters, source=source)
+
+
+def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Read the configuration. An explicitly named file must exist; the default one may not."""
+    explicit = path is not None or bool(
+        (os.environ if environ is None else environ).get("DISPATCH_CONFIG")
+    )
+    file = Path(path).expanduser() if path is not None else default_config_path(environ)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if explicit:
+            raise ConfigError(f"configuration file {file} does not exist") from None
+        return parse_config(None)
+    except OSError as exc:
+        raise ConfigError(f"cannot read configuration file {file}: {exc}") from None
+    try:
+        data = yaml12.load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{file}: not valid YAML: {exc}") from None
+    return parse_config(data, source=file)

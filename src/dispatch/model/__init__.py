@@ -1,0 +1,76 @@
+"""Value types of dispatch's contract. No I/O here, and no imports of the rest of dispatch."""
+
+from dispatch.model.capability import Artifact, Capability, CapabilityReport, Plan
+from dispatch.model.errors import (
+    ConfigError,
+    DispatchError,
+    Forbidden,
+    InvalidSpec,
+    LeaseLost,
+    NotBuiltYet,
+    NotFound,
+    OutcomeUnknown,
+    PermanentError,
+    Reason,
+    SchedulerUnavailable,
+    SpecProblem,
+    TransientError,
+    Unsupported,
+)
+from dispatch.model.identity import ExecutionIdentity
+from dispatch.model.job import AttemptHandle, Job, Observation
+from dispatch.model.outcome import TERMINAL_STATES, Cause, Evidence, Failure, Outcome, State
+from dispatch.model.recovery import Action, Backoff, RecoveryPolicy, RecoveryRule
+from dispatch.model.spec import (
+    JobSpec,
+    Resources,
+    RuntimeKind,
+    RuntimeRef,
+    load_spec,
+    parse_spec,
+    parse_spec_text,
+    resolve_working_dir,
+)
+
+__all__ = [
+    "TERMINAL_STATES",
+    "Action",
+    "Artifact",
+    "AttemptHandle",
+    "Backoff",
+    "Capability",
+    "CapabilityReport",
+    "Cause",
+    "ConfigError",
+    "DispatchError",
+    "Evidence",
+    "ExecutionIdentity",
+    "Failure",
+    "Forbidden",
+    "InvalidSpec",
+    "Job",
+    "JobSpec",
+    "LeaseLost",
+    "NotBuiltYet",
+    "NotFound",
+    "Observation",
+    "Outcome",
+    "OutcomeUnknown",
+    "PermanentError",
+    "Plan",
+    "Reason",
+    "RecoveryPolicy",
+    "RecoveryRule",
+    "Resources",
+    "RuntimeKind",
+    "RuntimeRef",
+    "SchedulerUnavailable",
+    "SpecProblem",
+    "State",
+    "TransientError",
+    "Unsupported",
+    "load_spec",
+    "parse_spec",
+    "parse_spec_text",
+    "resolve_working_dir",
+]

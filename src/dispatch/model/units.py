@@ -1,0 +1,103 @@
+"""Parsing of durations (``30m``, ``1h30m``, ``45s``) and Kubernetes quantities (``4Gi``)."""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal, InvalidOperation
+
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_UNIT_SECONDS = (86400, 3600, 60, 1)
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([A-Za-z]{0,2})$")
+_CPU = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m?)$")
+
+
+def parse_duration(text: str | int | float) -> float:
+    """Seconds in a duration such as ``90s``, ``30m``, ``1h30m``, ``2d`` or a bare number of seconds.
+
+    Raises ``ValueError`` naming the accepted forms.
+    """
+    if isinstance(text, bool):
+        raise ValueError("a duration is a string such as '30m' or a number of seconds")
+    if isinstance(text, int | float):
+        if not math.isfinite(text) or text <= 0:
+            raise ValueError("a duration must be a positive, finite number of seconds")
+        return float(text)
+    if not isinstance(text, str):
+        raise ValueError("a duration is a string such as '30m' or a number of seconds")
+    value = text.strip()
+    if value.isdigit():
+        seconds = float(int(value))
+    else:
+        match = _DURATION.match(value)
+        if not value or not match or not any(match.groups()):
+            raise ValueError(
+                f"{text!r} is not a duration; write it as e.g. '45s', '30m', '1h30m' or '2d'"
+            )
+        seconds = float(
+            sum(int(g) * unit for g, unit in zip(match.groups(), _UNIT_SECONDS, strict=True) if g)
+        )
+    if seconds <= 0:
+        raise ValueError("a duration must be positive")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest duration text that parses back to ``seconds`` (whole seconds)."""
+    remaining = int(seconds)
+    parts = []
+    for suffix, unit in zip("dhms", _UNIT_SECONDS, strict=True):
+        count, remaining = divmod(remaining, unit)
+        if count:
+            parts.append(f"{count}{suffix}")
+    return "".join(parts) or "0s"
+
+
+def parse_memory(text: str | int) -> int:
+    """Bytes in a Kubernetes memory quantity: ``4Gi``, ``512Mi``, ``1G``, ``1000``."""
+    if isinstance(text, bool):
+        raise ValueError("memory is a quantity such as '4Gi' or '512Mi'")
+    if isinstance(text, int):
+        if text <= 0:
+            raise ValueError("memory must be positive")
+        return text
+    if not isinstance(text, str):
+        raise ValueError("memory is a quantity such as '4Gi' or '512Mi'")
+    match = _QUANTITY.match(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a memory quantity; write it as e.g. '4Gi' or '512Mi'")
+    number, suffix = match.groups()
+    if suffix and suffix not in _BINARY and suffix not in _DECIMAL:
+        raise ValueError(
+            f"{text!r} has an unknown unit {suffix!r}; use Ki, Mi, Gi, Ti or k, M, G, T"
+        )
+    try:
+        amount = Decimal(number) * (_BINARY.get(suffix) or _DECIMAL.get(suffix) or 1)
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
+        raise ValueError(f"{text!r} is not a memory quantity") from exc
+    if amount <= 0:
+        raise ValueError("memory must be positive")
+    return int(amount)
+
+
+def parse_cpu(text: str | int | float) -> float:
+    """CPUs in a Kubernetes CPU quantity: ``2``, ``0.5``, ``500m``."""
+    if isinstance(text, bool):
+        raise ValueError("cpu is a number such as 2, '0.5' or '500m'")
+    if isinstance(text, int | float):
+        value = float(text)
+    elif not isinstance(text, str):
+        raise ValueError("cpu is a number such as 2, '0.5' or '500m'")
+    else:
+        match = _CPU.match(text.strip())
+        if not match:
+            raise ValueError(
+                f"{text!r} is not a CPU quantity; write it as e.g. '2', '0.5' or '500m'"
+            )
+        value = float(match.group(1)) / (1000 if match.group(2) else 1)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError("cpu must be a positive, finite number")
+    return value

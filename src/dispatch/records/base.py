@@ -1,0 +1,191 @@
+"""The records store: the single source of truth for jobs, attempts, evidence and intents.
+
+The interface is synchronous: every call is one short transaction against a local database,
+which keeps the supervisor and the simulator simple and fast. Implementations must be safe
+for several processes on one machine: each call is atomic, and the conditional writes
+(``create_attempt``, ``acquire_lease``) decide races between supervisors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from dispatch.model import AttemptHandle, Cause, Evidence, Job, JobSpec, Outcome, State
+
+
+class IntentStatus(StrEnum):
+    OPEN = "open"  # written before the operation; the operation may or may not have happened
+    DONE = "done"  # the operation's result is recorded
+    ROLLED_BACK = "rolled_back"  # reconciliation found the operation had no effect and undid it
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRequest:
+    actor: str
+    reason: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A job and its last recorded coarse status (written by the supervisor)."""
+
+    job: Job
+    state: State
+    cause: Cause | None
+    summary: str
+    updated_at: float
+    cancel: CancelRequest | None = None
+    release_count: int = 0
+
+    @property
+    def id(self) -> str:
+        return self.job.id
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    job_id: str
+    attempt: int
+    created_at: float
+    handle: AttemptHandle | None = None
+    outcome: Outcome | None = None
+    ended_at: float | None = None
+
+    @property
+    def state(self) -> State:
+        return self.outcome.state if self.outcome else State.PENDING
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """A marker written before an operation with effects outside the store."""
+
+    id: int
+    job_id: str
+    attempt: int | None
+    operation: str
+    owner: str
+    created_at: float
+    status: IntentStatus
+    data: Mapping[str, Any] = field(default_factory=dict)
+    result: Mapping[str, Any] | None = None
+    closed_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One entry of a job's history: a decision and its reason, a cancel request, a note."""
+
+    seq: int
+    job_id: str
+    at: float
+    kind: str
+    data: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    job_id: str
+    owner: str
+    expires_at: float
+    epoch: int  # increases each time the lease changes hands: a fencing token
+
+
+class Records(Protocol):
+    """The store's contract. Times come from the store's injected clock."""
+
+    # jobs
+    def create_job(self, spec: JobSpec) -> Job:
+        """Accept a new job with a fresh id (from the injected id generator), state pending."""
+        ...
+
+    def get_job(self, job_id: str) -> JobRecord:
+        """Raises ``NotFound`` for an unknown id."""
+        ...
+
+    def list_jobs(
+        self, *, cluster: str | None = None, open_only: bool = False, limit: int | None = None
+    ) -> list[JobRecord]:
+        """Newest first. ``open_only``: jobs not in a terminal state."""
+        ...
+
+    def set_job_status(
+        self, job_id: str, state: State, cause: Cause | None = None, summary: str = ""
+    ) -> None: ...
+
+    def request_cancel(self, job_id: str, actor: str, reason: str) -> bool:
+        """Record a cancel request; False if one was already recorded (the first one stands)."""
+        ...
+
+    def request_release(self, job_id: str) -> int:
+        """Record a release of a held job; returns the number of releases so far."""
+        ...
+
+    # attempts
+    def create_attempt(self, job_id: str, attempt: int) -> bool:
+        """Claim attempt number ``attempt``; False if it already exists. Attempts are
+        created in order: claiming n needs n-1 to exist (``ValueError`` otherwise)."""
+        ...
+
+    def set_handle(self, job_id: str, attempt: int, handle: AttemptHandle) -> None: ...
+
+    def record_outcome(self, job_id: str, attempt: int, outcome: Outcome) -> None:
+        """The attempt's latest outcome. A terminal outcome is final: later calls are ignored."""
+        ...
+
+    def attempts(self, job_id: str) -> list[AttemptRecord]:
+        """In attempt order."""
+        ...
+
+    # evidence (append only)
+    def add_evidence(self, job_id: str, attempt: int, evidence: Iterable[Evidence]) -> int:
+        """Store facts not seen before (by key within the attempt); returns how many were new."""
+        ...
+
+    def evidence(self, job_id: str, attempt: int | None = None) -> list[Evidence]:
+        """In the order first recorded."""
+        ...
+
+    # history
+    def append_log(self, job_id: str, kind: str, data: Mapping[str, Any]) -> int: ...
+
+    def log(self, job_id: str) -> list[LogEntry]: ...
+
+    # intents
+    def open_intent(
+        self,
+        job_id: str,
+        operation: str,
+        owner: str,
+        *,
+        attempt: int | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> Intent: ...
+
+    def close_intent(
+        self,
+        intent_id: int,
+        *,
+        status: IntentStatus = IntentStatus.DONE,
+        result: Mapping[str, Any] | None = None,
+    ) -> None: ...
+
+    def open_intents(self, job_id: str | None = None) -> list[Intent]: ...
+
+    # leases
+    def acquire_lease(self, job_id: str, owner: str, ttl: float) -> Lease | None:
+        """Take or renew the job's lease for ``ttl`` seconds; None if another owner holds an
+        unexpired one."""
+        ...
+
+    def release_lease(self, job_id: str, owner: str) -> None: ...
+
+    def lease(self, job_id: str) -> Lease | None:
+        """The current unexpired lease, if any."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,456 @@
+"""The records store on SQLite (WAL mode): the embedded default, one file per user.
+
+Each public method is one transaction. Writes use ``BEGIN IMMEDIATE`` so that concurrent
+writers from several processes queue on SQLite's lock (``busy_timeout``) instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from dispatch.clock import Clock, IdGenerator, RandomIds, SystemClock
+from dispatch.model import (
+    TERMINAL_STATES,
+    AttemptHandle,
+    Cause,
+    Evidence,
+    Job,
+    JobSpec,
+    NotFound,
+    Outcome,
+    State,
+)
+from dispatch.records.base import (
+    AttemptRecord,
+    CancelRequest,
+    Intent,
+    IntentStatus,
+    JobRecord,
+    Lease,
+    LogEntry,
+)
+from dispatch.records.migrations import MIGRATIONS, SCHEMA_VERSION
+
+BUSY_TIMEOUT_MS = 30_000
+_TERMINAL = tuple(s.value for s in TERMINAL_STATES)
+
+
+class SchemaTooNew(RuntimeError):
+    """The database was written by a newer dispatch."""
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+class SqliteRecords:
+    """``Records`` on one SQLite file (or ``":memory:"`` for the simulator and tests)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Clock | None = None,
+        ids: IdGenerator | None = None,
+    ) -> None:
+        self.path = str(path)
+        self.clock = clock or SystemClock()
+        self.ids = ids or RandomIds()
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(
+            self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
+        )
+        self._db.row_factory = sqlite3.Row
+        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if self.path != ":memory:":
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = NORMAL")
+        self._db.execute("PRAGMA foreign_keys = ON")
+        self._migrate()
+
+    # --- plumbing -------------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._write() as db:
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise SchemaTooNew(
+                    f"{self.path} has schema version {version}; this dispatch knows up to "
+                    f"{SCHEMA_VERSION}. Upgrade dispatch, or point DISPATCH_STATE_DIR elsewhere."
+                )
+            for step in range(version, SCHEMA_VERSION):
+                for statement in MIGRATIONS[step].split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {step + 1}")
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    def close(self) -> None:
+        self._db.close()
+
+    # --- jobs -----------------------------------------------------------------------------
+
+    def create_job(self, spec: JobSpec) -> Job:
+        now = self.clock.now()
+        job = Job(id=self.ids(spec.name), spec=spec, created_at=now)
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO jobs (id, name, cluster, spec, created_at, state, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    job.id,
+                    spec.name,
+                    spec.cluster,
+                    spec.model_dump_json(by_alias=True),
+                    now,
+                    State.PENDING.value,
+                    now,
+                ),
+            )
+        return job
+
+    def _job_record(self, row: sqlite3.Row) -> JobRecord:
+        spec = JobSpec.model_validate_json(row["spec"])
+        cancel = (
+            CancelRequest(
+                actor=row["cancel_actor"], reason=row["cancel_reason"], at=row["cancel_at"]
+            )
+            if row["cancel_at"] is not None
+            else None
+        )
+        return JobRecord(
+            job=Job(id=row["id"], spec=spec, created_at=row["created_at"]),
+            state=State(row["state"]),
+            cause=Cause(row["cause"]) if row["cause"] else None,
+            summary=row["summary"],
+            updated_at=row["updated_at"],
+            cancel=cancel,
+            release_count=row["release_count"],
+        )
+
+    def get_job(self, job_id: str) -> JobRecord:
+        row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no job {job_id!r} in the records at {self.path}")
+        return self._job_record(row)
+
+    def list_jobs(
+        self, *, cluster: str | None = None, open_only: bool = False, limit: int | None = None
+    ) -> list[JobRecord]:
+        query = "SELECT * FROM jobs WHERE 1 = 1"
+        params: list[Any] = []
+        if cluster is not None:
+            query += " AND cluster = ?"
+            params.append(cluster)
+        if open_only:
+            query += f" AND state NOT IN ({', '.join('?' for _ in _TERMINAL)})"
+            params.extend(_TERMINAL)
+        query += " ORDER BY created_at DESC, id DESC"
+        if limit is not None:
+            query += " LIMIT ?"
+            params.append(limit)
+        return [self._job_record(r) for r in self._db.execute(query, params)]
+
+    def set_job_status(
+        self, job_id: str, state: State, cause: Cause | None = None, summary: str = ""
+    ) -> None:
+        with self._write() as db:
+            updated = db.execute(
+                "UPDATE jobs SET state = ?, cause = ?, summary = ?, updated_at = ? WHERE id = ?",
+                (state.value, cause.value if cause else None, summary, self.clock.now(), job_id),
+            ).rowcount
+        if not updated:
+            raise NotFound(f"no job {job_id!r}")
+
+    def request_cancel(self, job_id: str, actor: str, reason: str) -> bool:
+        now = self.clock.now()
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone() is None:
+                raise NotFound(f"no job {job_id!r}")
+            changed = db.execute(
+                "UPDATE jobs SET cancel_actor = ?, cancel_reason = ?, cancel_at = ?"
+                " WHERE id = ? AND cancel_at IS NULL",
+                (actor, reason, now, job_id),
+            ).rowcount
+            if changed:
+                self._append_log(db, job_id, "cancel-requested", {"actor": actor, "reason": reason})
+        return bool(changed)
+
+    def request_release(self, job_id: str) -> int:
+        with self._write() as db:
+            changed = db.execute(
+                "UPDATE jobs SET release_count = release_count + 1 WHERE id = ?", (job_id,)
+            ).rowcount
+            if not changed:
+                raise NotFound(f"no job {job_id!r}")
+            count = int(
+                db.execute("SELECT release_count FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
+            )
+            self._append_log(db, job_id, "release-requested", {"releases": count})
+        return count
+
+    # --- attempts -------------------------------------------------------------------------
+
+    def create_attempt(self, job_id: str, attempt: int) -> bool:
+        if attempt < 1:
+            raise ValueError("attempts are numbered from 1")
+        with self._write() as db:
+            last = db.execute(
+                "SELECT MAX(attempt) FROM attempts WHERE job_id = ?", (job_id,)
+            ).fetchone()[0]
+            last = int(last or 0)
+            if attempt <= last:
+                return False
+            if attempt != last + 1:
+                raise ValueError(f"attempt {attempt} of {job_id} claimed before attempt {last + 1}")
+            db.execute(
+                "INSERT INTO attempts (job_id, attempt, created_at) VALUES (?, ?, ?)",
+                (job_id, attempt, self.clock.now()),
+            )
+        return True
+
+    def set_handle(self, job_id: str, attempt: int, handle: AttemptHandle) -> None:
+        with self._write() as db:
+            changed = db.execute(
+                "UPDATE attempts SET handle = ? WHERE job_id = ? AND attempt = ?",
+                (_dump(handle.to_json()), job_id, attempt),
+            ).rowcount
+        if not changed:
+            raise NotFound(f"no attempt {attempt} of job {job_id!r}")
+
+    def record_outcome(self, job_id: str, attempt: int, outcome: Outcome) -> None:
+        now = self.clock.now()
+        with self._write() as db:
+            row = db.execute(
+                "SELECT state FROM attempts WHERE job_id = ? AND attempt = ?", (job_id, attempt)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"no attempt {attempt} of job {job_id!r}")
+            if State(row["state"]).is_terminal:
+                return
+            db.execute(
+                "UPDATE attempts SET outcome = ?, state = ?, ended_at = ?"
+                " WHERE job_id = ? AND attempt = ?",
+                (
+                    _dump(outcome.to_json()),
+                    outcome.state.value,
+                    now if outcome.is_terminal else None,
+                    job_id,
+                    attempt,
+                ),
+            )
+
+    def attempts(self, job_id: str) -> list[AttemptRecord]:
+        rows = self._db.execute(
+            "SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt", (job_id,)
+        )
+        return [
+            AttemptRecord(
+                job_id=r["job_id"],
+                attempt=r["attempt"],
+                created_at=r["created_at"],
+                handle=AttemptHandle.from_json(json.loads(r["handle"])) if r["handle"] else None,
+                outcome=Outcome.from_json(json.loads(r["outcome"])) if r["outcome"] else None,
+                ended_at=r["ended_at"],
+            )
+            for r in rows
+        ]
+
+    # --- evidence -------------------------------------------------------------------------
+
+    def add_evidence(self, job_id: str, attempt: int, evidence: Iterable[Evidence]) -> int:
+        rows = [
+            (job_id, attempt, e.key, e.kind, e.observed_at, e.summary, _dump(dict(e.data)))
+            for e in evidence
+        ]
+        if not rows:
+            return 0
+        with self._write() as db:
+            before = db.total_changes
+            db.executemany(
+                "INSERT OR IGNORE INTO evidence"
+                " (job_id, attempt, key, kind, observed_at, summary, data)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            return db.total_changes - before
+
+    def evidence(self, job_id: str, attempt: int | None = None) -> list[Evidence]:
+        query = "SELECT * FROM evidence WHERE job_id = ?"
+        params: list[Any] = [job_id]
+        if attempt is not None:
+            query += " AND attempt = ?"
+            params.append(attempt)
+        return [
+            Evidence(
+                kind=r["kind"],
+                key=r["key"],
+                observed_at=r["observed_at"],
+                summary=r["summary"],
+                data=json.loads(r["data"]),
+            )
+            for r in self._db.execute(query + " ORDER BY seq", params)
+        ]
+
+    # --- history --------------------------------------------------------------------------
+
+    def _append_log(
+        self, db: sqlite3.Connection, job_id: str, kind: str, data: Mapping[str, Any]
+    ) -> int:
+        cursor = db.execute(
+            "INSERT INTO log (job_id, at, kind, data) VALUES (?, ?, ?, ?)",
+            (job_id, self.clock.now(), kind, _dump(dict(data))),
+        )
+        return int(cursor.lastrowid or 0)
+
+    def append_log(self, job_id: str, kind: str, data: Mapping[str, Any]) -> int:
+        with self._write() as db:
+            return self._append_log(db, job_id, kind, data)
+
+    def log(self, job_id: str) -> list[LogEntry]:
+        return [
+            LogEntry(
+                seq=r["seq"],
+                job_id=r["job_id"],
+                at=r["at"],
+                kind=r["kind"],
+                data=json.loads(r["data"]),
+            )
+            for r in self._db.execute("SELECT * FROM log WHERE job_id = ? ORDER BY seq", (job_id,))
+        ]
+
+    # --- intents --------------------------------------------------------------------------
+
+    def open_intent(
+        self,
+        job_id: str,
+        operation: str,
+        owner: str,
+        *,
+        attempt: int | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> Intent:
+        now = self.clock.now()
+        payload = dict(data or {})
+        with self._write() as db:
+            cursor = db.execute(
+                "INSERT INTO intents (job_id, attempt, operation, owner, created_at, status, data)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (job_id, attempt, operation, owner, now, IntentStatus.OPEN.value, _dump(payload)),
+            )
+        return Intent(
+            id=int(cursor.lastrowid or 0),
+            job_id=job_id,
+            attempt=attempt,
+            operation=operation,
+            owner=owner,
+            created_at=now,
+            status=IntentStatus.OPEN,
+            data=payload,
+        )
+
+    def close_intent(
+        self,
+        intent_id: int,
+        *,
+        status: IntentStatus = IntentStatus.DONE,
+        result: Mapping[str, Any] | None = None,
+    ) -> None:
+        if status is IntentStatus.OPEN:
+            raise ValueError("closing an intent needs a final status")
+        with self._write() as db:
+            db.execute(
+                "UPDATE intents SET status = ?, result = ?, closed_at = ?"
+                " WHERE id = ? AND status = ?",
+                (
+                    status.value,
+                    _dump(dict(result or {})),
+                    self.clock.now(),
+                    intent_id,
+                    IntentStatus.OPEN.value,
+                ),
+            )
+
+    def open_intents(self, job_id: str | None = None) -> list[Intent]:
+        query = "SELECT * FROM intents WHERE status = ?"
+        params: list[Any] = [IntentStatus.OPEN.value]
+        if job_id is not None:
+            query += " AND job_id = ?"
+            params.append(job_id)
+        return [
+            Intent(
+                id=r["id"],
+                job_id=r["job_id"],
+                attempt=r["attempt"],
+                operation=r["operation"],
+                owner=r["owner"],
+                created_at=r["created_at"],
+                status=IntentStatus(r["status"]),
+                data=json.loads(r["data"]),
+                result=json.loads(r["result"]) if r["result"] else None,
+                closed_at=r["closed_at"],
+            )
+            for r in self._db.execute(query + " ORDER BY id", params)
+        ]
+
+    # --- leases ---------------------------------------------------------------------------
+
+    def acquire_lease(self, job_id: str, owner: str, ttl: float) -> Lease | None:
+        now = self.clock.now()
+        with self._write() as db:
+            row = db.execute("SELECT * FROM leases WHERE job_id = ?", (job_id,)).fetchone()
+            if row is None:
+                epoch = 1
+                db.execute(
+                    "INSERT INTO leases (job_id, owner, expires_at, epoch) VALUES (?, ?, ?, ?)",
+                    (job_id, owner, now + ttl, epoch),
+                )
+            elif row["owner"] == owner and row["expires_at"] > now:
+                epoch = row["epoch"]
+                db.execute("UPDATE leases SET expires_at = ? WHERE job_id = ?", (now + ttl, job_id))
+            elif row["expires_at"] <= now:
+                epoch = row["epoch"] + 1
+                db.execute(
+                    "UPDATE leases SET owner = ?, expires_at = ?, epoch = ? WHERE job_id = ?",
+                    (owner, now + ttl, epoch, job_id),
+                )
+            else:
+                return None
+        return Lease(job_id=job_id, owner=owner, expires_at=now + ttl, epoch=epoch)
+
+    def release_lease(self, job_id: str, owner: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM leases WHERE job_id = ? AND owner = ?", (job_id, owner))
+
+    def lease(self, job_id: str) -> Lease | None:
+        row = self._db.execute(
+            "SELECT * FROM leases WHERE job_id = ? AND expires_at > ?", (job_id, self.clock.now())
+        ).fetchone()
+        if row is None:
+            return None
+        return Lease(
+            job_id=row["job_id"],
+            owner=row["owner"],
+            expires_at=row["expires_at"],
+            epoch=row["epoch"],
+        )

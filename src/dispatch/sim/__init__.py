@@ -1,0 +1,1 @@
+"""The deterministic simulator that tests the supervisor against the memory scheduler."""

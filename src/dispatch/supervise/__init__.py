@@ -1,0 +1,1 @@
+"""The supervisor: fold (history -> view), next (view + policy -> decision), and the loop."""

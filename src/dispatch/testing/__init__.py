@@ -1,0 +1,1 @@
+"""Test doubles worth shipping: the Kubernetes API emulator for offline Kubeflow tests."""

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from dispatch.cli.main import VERBS, cli
+from tests.conftest import EXAMPLES
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output
+
+
+def test_help_lists_every_verb() -> None:
+    code, out = invoke("--help")
+    assert code == 0
+    for verb in VERBS:
+        assert verb.replace("_", "-") in out
+
+
+def test_the_installed_command_runs() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "dispatch", "--help"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0
+    assert "check-runtime" in done.stdout
+
+
+def test_validate_a_good_example() -> None:
+    code, out = invoke("validate", str(EXAMPLES / "hello" / "job.yaml"))
+    assert code == 0
+    assert "ok (hello)" in out
+
+
+def test_validate_names_all_three_mistakes() -> None:
+    code, out = invoke("validate", str(EXAMPLES / "invalid" / "three-mistakes.yaml"))
+    assert code == 1
+    assert "3 problems" in out
+    for field in ("name:", "nodes:", "timelimit:"):
+        assert field in out
+    assert "did you mean 'timeLimit'" in out
+
+
+def test_validate_json() -> None:
+    code, out = invoke("validate", "-o", "json", str(EXAMPLES / "invalid" / "three-mistakes.yaml"))
+    assert code == 1
+    result = json.loads(out)
+    assert result["valid"] is False
+    assert [p["field"] for p in result["problems"]] == ["name", "nodes", "timelimit"]
+
+
+def test_validate_a_missing_file() -> None:
+    code, out = invoke("validate", "does-not-exist.yaml")
+    assert code == 1
+    assert "cannot read" in out
+
+
+def test_version_json() -> None:
+    code, out = invoke("version", "--output", "json")
+    assert code == 0
+    assert set(json.loads(out)) == {"version", "python", "extras"}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("check-runtime", "r.yaml"),
+        ("diagnose", "d.yaml"),
+    ],
+)
+def test_verbs_not_built_yet_say_so_and_exit_2(args: tuple[str, ...]) -> None:
+    code, out = invoke(*args, "-o", "json")
+    assert code == 2
+    assert json.loads(out)["notBuilt"] is True

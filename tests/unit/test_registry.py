@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dispatch.adapters import registry
+from dispatch.model import ConfigError
+
+
+def test_unknown_adapter_names_the_known_ones() -> None:
+    with pytest.raises(ConfigError, match="known adapters: kubeflow, local, memory, slurm"):
+        registry.factory("nomad")
+
+
+def test_adapters_are_imported_lazily() -> None:
+    import sys
+
+    import dispatch.adapters.registry  # noqa: F401
+
+    assert "dispatch.adapters.kubeflow" not in sys.modules
+    assert "kubernetes_asyncio" not in sys.modules
+
+
+def test_a_missing_client_library_says_which_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "fake_kubeflow_adapter.py").write_text("import no_such_client_library\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(registry.ADAPTERS, "kubeflow", "fake_kubeflow_adapter:Adapter")
+    with pytest.raises(ConfigError, match=r"no_such_client_library.*dispatch-train\[kubeflow\]"):
+        registry.factory("kubeflow")
+
+
+def test_an_adapter_not_in_this_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(registry.ADAPTERS, "slurm", "dispatch.adapters.no_such_adapter:X")
+    with pytest.raises(ConfigError, match="not available in this version"):
+        registry.factory("slurm")
