@@ -1,8 +1,9 @@
 """The job checks ``start`` runs after the runtime rules (spec/kubeflow-adapter.md, section 2).
 
 ``check_job(spec, verdict, trainjob)`` returns every reason the job cannot run on this
-runtime: ``procs-per-node``, ``reserved-env`` and ``name-length``. Pure and total: it reads
-only values and never raises.
+runtime: ``procs-per-node``, ``reserved-env`` and ``name-length``. They run beside the runtime
+rules (a refused runtime still gets them, so one ``Unsupported`` names everything); a check
+that needs the runtime is skipped when it was not found. Pure and total: never raises.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ RESERVED_PREFIX = "DISPATCH_"
 def check_job(spec: JobSpec, verdict: RuntimeVerdict, trainjob: str) -> list[Reason]:
     """Every job-check reason for running ``spec`` as TrainJob ``trainjob`` on this runtime."""
     reasons: list[Reason] = []
-    if spec.procs_per_node is not None and not verdict.torch:
+    if spec.procs_per_node is not None and verdict.found and not verdict.torch:
         reasons.append(
             Reason(
                 PROCS_PER_NODE_RULE,

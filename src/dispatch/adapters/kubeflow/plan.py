@@ -61,7 +61,7 @@ def plan_objects(
     verdict = runtime_verdict(spec, runtime_raw, settings)
     name = trainjob_name(job.id, attempt)
     refusals = list(verdict.reasons) if spec.runtime is not None else [NO_RUNTIME]
-    if not refusals:
+    if spec.runtime is not None:
         refusals += check_job(spec, verdict, name)
     identity = job.identity(attempt, weakened=verdict.weakened_identity)
     report = CapabilityReport(

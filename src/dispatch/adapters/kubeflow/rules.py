@@ -79,6 +79,8 @@ class RuntimeVerdict:
     torch: bool
     #: the runtime's replicated jobs as read (empty when not found or unreadable)
     jobs: tuple[ReplicatedJob, ...]
+    #: False when the runtime does not exist (rule ``not-found``)
+    found: bool = True
 
     @property
     def accepted(self) -> bool:
@@ -149,7 +151,7 @@ def check_runtime(
     if raw is None:
         reasons.append(Reason(NOT_FOUND, f"{label} does not exist on the cluster"))
         answer = Capability(PROCS_PER_NODE, False, f"{label} does not exist")
-        return RuntimeVerdict(kind, name, tuple(reasons), answer, None, False, ())
+        return RuntimeVerdict(kind, name, tuple(reasons), answer, None, False, (), found=False)
     policies = ml_policies(raw)
     torch = policies is not None and "torch" in policies
     reasons += _ml_policy(policies, raw)
