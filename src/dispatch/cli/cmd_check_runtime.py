@@ -13,13 +13,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
 
-from dispatch.adapters.kubeflow.rules import RuntimeVerdict, check_runtime
-from dispatch.adapters.kubeflow.settings import KubeflowSettings, parse_settings
 from dispatch.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -31,6 +29,10 @@ from dispatch.cli.common import (
 )
 from dispatch.config import load_config
 from dispatch.model import ConfigError, yaml12
+
+if TYPE_CHECKING:
+    from dispatch.adapters.kubeflow.rules import RuntimeVerdict
+    from dispatch.adapters.kubeflow.settings import KubeflowSettings
 
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
 
@@ -68,6 +70,8 @@ def read_runtime(path: str) -> Mapping[str, Any]:
 
 def cluster_settings(config_path: Path | None, cluster: str | None) -> KubeflowSettings:
     """The named Kubeflow cluster's settings; the defaults when no cluster is named."""
+    from dispatch.adapters.kubeflow.settings import KubeflowSettings, parse_settings
+
     if cluster is None:
         return KubeflowSettings()
     configured = load_config(config_path).cluster(cluster)
@@ -116,6 +120,9 @@ def command(
 
     Exit 0 when the runtime is accepted, 1 when refused, 2 on bad usage or unreadable input.
     """
+    # adapters are imported when used, never by `dispatch --help` (see adapters/registry.py)
+    from dispatch.adapters.kubeflow.rules import check_runtime
+
     chosen = config_path or (settings.config_path if settings else None)
     try:
         cluster_config = cluster_settings(chosen, cluster)
