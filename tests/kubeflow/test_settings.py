@@ -68,6 +68,7 @@ def test_init_container_publishing() -> None:
         ({"publish": {"via": "sidecar"}}, "`publish.via` must be env or initContainer"),
         ({"publish": {"via": "initContainer"}}, "`publish.initContainer` must name"),
         ({"publish": {"via": "env", "initContainer": "r"}}, "only read with publish.via"),
+        ({"publish": {"via": "initContainer", "initContainer": "node"}}, "may not be 'node'"),
         ({"publish": {"via": "env", "extra": 1}}, "unknown key(s) ['extra']"),
         ({"namespace": "Not_A_Label"}, "`namespace` must be a DNS label"),
         ({"queue": ""}, "`queue` must be a non-empty string"),

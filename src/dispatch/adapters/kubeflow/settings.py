@@ -31,6 +31,8 @@ from dispatch.model import ConfigError
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
+#: containers whose env only Trainer sets (its webhook rejects runtime patches giving them env)
+_TRAINER_OWNED_CONTAINERS = ("node", "dataset-initializer", "model-initializer")
 KNOWN_KEYS = (
     "kubeconfig",
     "context",
@@ -131,6 +133,12 @@ def _publish(value: Any, problems: list[str]) -> tuple[PublishVia, str | None]:
             problems.append(
                 "`publish.initContainer` must name the trainer pod's init container "
                 f"(a DNS label, e.g. register) when publish.via is initContainer (got {container!r})"
+            )
+            return via, None
+        if container in _TRAINER_OWNED_CONTAINERS:
+            problems.append(
+                f"`publish.initContainer` may not be {container!r}: Trainer rejects a runtime "
+                "patch that sets env on its own containers"
             )
             return via, None
         return via, container
