@@ -11,6 +11,8 @@ from dispatch.supervise.decide import (
     DecisionKind,
     next_decision,
 )
+from dispatch.supervise.loop import Supervisor
+from dispatch.supervise.report import JobReport, StepReport
 from dispatch.supervise.view import AttemptView, History, JobView, fold, last_decision, load_history
 
 #: the documented name; ``next_decision`` is the same function without shadowing the builtin
@@ -22,7 +24,10 @@ __all__ = [
     "Decision",
     "DecisionKind",
     "History",
+    "JobReport",
     "JobView",
+    "StepReport",
+    "Supervisor",
     "fold",
     "last_decision",
     "load_history",

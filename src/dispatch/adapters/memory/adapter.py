@@ -87,6 +87,8 @@ class MemoryAdapter:
 
     @staticmethod
     def _unknown_after(fault: Fault | None, operation: str) -> None:
+        if fault is Fault.CRASH_AFTER:
+            raise SimulatedCrash(f"crash injected after {operation}")
         if fault is Fault.UNKNOWN_AFTER:
             raise OutcomeUnknown(f"{operation}: the answer was lost (the request took effect)")
 

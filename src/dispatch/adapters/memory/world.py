@@ -33,6 +33,7 @@ class Fault(StrEnum):
     UNKNOWN_BEFORE = "unknown-before"  # OutcomeUnknown, nothing happened
     UNKNOWN_AFTER = "unknown-after"  # OutcomeUnknown, but the operation took effect
     CRASH = "crash"  # SimulatedCrash (the caller's process dies) before the operation
+    CRASH_AFTER = "crash-after"  # SimulatedCrash after the operation took effect
 
 
 class SimulatedCrash(BaseException):
