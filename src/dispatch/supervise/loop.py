@@ -160,6 +160,8 @@ class Supervisor:
             note, retry = f"{type(exc).__name__}: {exc}; will re-observe and retry", True
         except ConfigError as exc:
             note, retry = f"cannot act: {exc}", True
+        except PermanentError as exc:  # e.g. Forbidden from observe or cancel: a person must act
+            note, retry = f"cannot act: {type(exc).__name__}: {exc}", False
         else:
             note, retry = "", False
         return JobReport(job_id, tuple(decisions), note, retry, tuple(reconciled))
