@@ -114,8 +114,18 @@ class Records(Protocol):
         ...
 
     def set_job_status(
-        self, job_id: str, state: State, cause: Cause | None = None, summary: str = ""
-    ) -> None: ...
+        self,
+        job_id: str,
+        state: State,
+        cause: Cause | None = None,
+        summary: str = "",
+        *,
+        if_open: bool = False,
+    ) -> bool:
+        """Record the job's coarse status; True if it changed. With ``if_open`` a job already
+        in a terminal state is left as it is (a terminal status is final for the supervisor).
+        Raises ``NotFound`` for an unknown id."""
+        ...
 
     def request_cancel(self, job_id: str, actor: str, reason: str) -> bool:
         """Record a cancel request; False if one was already recorded (the first one stands)."""

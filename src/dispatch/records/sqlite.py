@@ -172,15 +172,33 @@ class SqliteRecords:
         return [self._job_record(r) for r in self._db.execute(query, params)]
 
     def set_job_status(
-        self, job_id: str, state: State, cause: Cause | None = None, summary: str = ""
-    ) -> None:
+        self,
+        job_id: str,
+        state: State,
+        cause: Cause | None = None,
+        summary: str = "",
+        *,
+        if_open: bool = False,
+    ) -> bool:
+        query = "UPDATE jobs SET state = ?, cause = ?, summary = ?, updated_at = ? WHERE id = ?"
+        params: list[Any] = [
+            state.value,
+            cause.value if cause else None,
+            summary,
+            self.clock.now(),
+            job_id,
+        ]
+        if if_open:
+            query += f" AND state NOT IN ({', '.join('?' for _ in _TERMINAL)})"
+            params.extend(_TERMINAL)
         with self._write() as db:
-            updated = db.execute(
-                "UPDATE jobs SET state = ?, cause = ?, summary = ?, updated_at = ? WHERE id = ?",
-                (state.value, cause.value if cause else None, summary, self.clock.now(), job_id),
-            ).rowcount
-        if not updated:
-            raise NotFound(f"no job {job_id!r}")
+            updated = db.execute(query, params).rowcount
+            if (
+                not updated
+                and not db.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            ):
+                raise NotFound(f"no job {job_id!r}")
+        return bool(updated)
 
     def request_cancel(self, job_id: str, actor: str, reason: str) -> bool:
         now = self.clock.now()

@@ -1,0 +1,395 @@
+"""The supervisor loop: leases, intents, and decisions carried out through the adapters.
+
+Guarantees (see docs/design/0002-supervisor.md):
+
+* a job is acted on only under its lease (renewed before and after every adapter call);
+* ``start`` and ``cancel`` are called only while an open intent for them is in the store, and
+  attempt numbers are claimed in the store (``create_attempt``) before ``start``;
+* after a crash at any point, reconciling the open intents either completes the operation
+  (``start`` is idempotent: it adopts by deterministic name) or rolls it back;
+* ``OutcomeUnknown`` and other transient errors leave the intent open: the next pass
+  re-observes or re-issues the idempotent start, never blindly repeats anything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import replace
+
+from dispatch.adapters.base import Adapter
+from dispatch.clock import Clock
+from dispatch.model import (
+    AttemptHandle,
+    Cause,
+    ConfigError,
+    Evidence,
+    Job,
+    LeaseLost,
+    Observation,
+    Outcome,
+    PermanentError,
+    State,
+    TransientError,
+    Unsupported,
+)
+from dispatch.records import Intent, IntentStatus, Lease, Records
+from dispatch.supervise.decide import Decision, DecisionKind, next_decision
+from dispatch.supervise.report import JobReport, StepReport
+from dispatch.supervise.view import DECISION, JobView, fold, last_decision, load_history
+from dispatch.supervise.watching import Watcher
+
+START, CANCEL = "start", "cancel"
+#: decisions carried out per job per pass at most (observe -> finish needs two)
+MAX_DECISIONS_PER_TICK = 4
+_QUIET = (DecisionKind.WAIT, DecisionKind.NOTHING)
+
+
+class Supervisor:
+    """Drives jobs recorded in ``records`` through the adapters ``adapters(cluster)`` returns.
+
+    ``owner`` names this supervisor in leases, intents and the log. Several supervisors may
+    share one store: the job's lease decides which one acts.
+    """
+
+    def __init__(
+        self,
+        records: Records,
+        adapters: Callable[[str], Adapter],
+        clock: Clock,
+        owner: str,
+        *,
+        lease_ttl: float = 30.0,
+        poll_interval: float = 5.0,
+    ) -> None:
+        self.records = records
+        self.clock = clock
+        self.owner = owner
+        self.lease_ttl = lease_ttl
+        self.poll_interval = poll_interval
+        self._open_adapter = adapters
+        self._adapters: dict[str, Adapter] = {}
+        self._reconciled = False
+        self.watcher = Watcher(self.adapter)
+
+    def adapter(self, cluster: str) -> Adapter:
+        if cluster not in self._adapters:
+            self._adapters[cluster] = self._open_adapter(cluster)
+        return self._adapters[cluster]
+
+    # --- leases ---------------------------------------------------------------------------
+
+    def _lease(self, job_id: str) -> Lease | None:
+        return self.records.acquire_lease(job_id, self.owner, self.lease_ttl)
+
+    def _renew(self, job_id: str) -> Lease:
+        lease = self._lease(job_id)
+        if lease is None:
+            raise LeaseLost(f"{self.owner} lost the lease on {job_id}")
+        return lease
+
+    # --- reconciliation -------------------------------------------------------------------
+
+    async def reconcile(self) -> list[str]:
+        """Reconcile every open intent in the store whose job this supervisor can lease."""
+        notes: list[str] = []
+        for job_id in sorted({i.job_id for i in self.records.open_intents()}):
+            if self._lease(job_id) is None:
+                notes.append(f"{job_id}: leased by another supervisor, not reconciled")
+                continue
+            try:
+                notes.extend(await self._reconcile_job(job_id))
+            except (TransientError, LeaseLost) as exc:
+                notes.append(f"{job_id}: left open ({exc})")
+        self._reconciled = True
+        return notes
+
+    async def _reconcile_job(self, job_id: str) -> list[str]:
+        return [await self._reconcile_intent(i) for i in self.records.open_intents(job_id)]
+
+    async def _reconcile_intent(self, intent: Intent) -> str:
+        where = f"{intent.job_id}: open {intent.operation} intent #{intent.id}"
+        attempts = {a.attempt: a for a in self.records.attempts(intent.job_id)}
+        claimed = attempts.get(intent.attempt) if intent.attempt is not None else None
+        if intent.operation == START and claimed is None:
+            self.records.close_intent(
+                intent.id, status=IntentStatus.ROLLED_BACK, result={"reason": "never claimed"}
+            )
+            return f"{where}: attempt {intent.attempt} was never claimed; rolled back"
+        if intent.operation == START and claimed is not None and claimed.handle is None:
+            if claimed.outcome is not None and claimed.outcome.is_terminal:
+                self.records.close_intent(intent.id, result={"reason": "attempt already ended"})
+                return f"{where}: attempt {claimed.attempt} already ended; closed"
+            job = self.records.get_job(intent.job_id).job
+            await self._start(job, claimed.attempt, intent)
+            return f"{where}: start re-issued; attempt {claimed.attempt} adopted"
+        # a start whose handle was recorded, or a cancel: the effect is re-observed next tick
+        self.records.close_intent(intent.id, result={"reconciled": True})
+        return f"{where}: closed; the attempt will be re-observed"
+
+    # --- one pass -------------------------------------------------------------------------
+
+    async def step(self) -> StepReport:
+        """One pass: reconcile (first pass only), then one tick for every open job."""
+        reconciled = [] if self._reconciled else await self.reconcile()
+        jobs = sorted(self.records.list_jobs(open_only=True), key=lambda r: r.job.created_at)
+        reports = [await self.tick(record.id) for record in jobs]
+        return StepReport(
+            owner=self.owner, at=self.clock.now(), jobs=tuple(reports), reconciled=tuple(reconciled)
+        )
+
+    async def tick(self, job_id: str) -> JobReport:
+        """Lease, reconcile, then decide and act until the job needs to wait."""
+        if self._lease(job_id) is None:
+            return JobReport(job_id, note="leased by another supervisor")
+        decisions: list[Decision] = []
+        reconciled: list[str] = []
+        try:
+            reconciled.extend(await self._reconcile_job(job_id))
+            for _ in range(MAX_DECISIONS_PER_TICK):
+                view = fold(load_history(self.records, job_id))
+                decision = next_decision(view, view.policy, self.clock.now())
+                progressed = await self._carry_out(view, decision)
+                decisions.append(decision)
+                if not progressed:
+                    break
+        except LeaseLost as exc:
+            note, retry = str(exc), False
+        except TransientError as exc:
+            note, retry = f"{type(exc).__name__}: {exc}; will re-observe and retry", True
+        except ConfigError as exc:
+            note, retry = f"cannot act: {exc}", True
+        except PermanentError as exc:  # e.g. Forbidden from observe or cancel: a person must act
+            note, retry = f"cannot act: {type(exc).__name__}: {exc}", False
+        else:
+            note, retry = "", False
+        return JobReport(job_id, tuple(decisions), note, retry, tuple(reconciled))
+
+    async def _carry_out(self, view: JobView, decision: Decision) -> bool:
+        """Perform one decision; True when deciding again right away can make progress."""
+        job = self.records.get_job(view.job_id).job
+        kind = decision.kind
+        if kind is DecisionKind.START and decision.attempt is not None:
+            claim = decision.attempt > view.attempt_number
+            await self._start(job, decision.attempt, None, claim=claim, decision=decision)
+            return False
+        if kind is DecisionKind.OBSERVE and view.attempt and view.attempt.handle:
+            return await self._observe(job, view.attempt.number, view.attempt.handle)
+        if kind is DecisionKind.CANCEL and view.attempt and view.attempt.handle:
+            await self._cancel(job, view, decision, view.attempt.handle)
+            return True
+        if kind is DecisionKind.HOLD:
+            self._log(job.id, decision, attempt=view.attempt_number)
+            cause = view.attempt.cause if view.attempt else None
+            self.records.set_job_status(job.id, State.HELD, cause, decision.reason, if_open=True)
+            return False
+        if kind is DecisionKind.FINISH and decision.state is not None:
+            self._log(job.id, decision, attempt=view.attempt_number)
+            self.records.set_job_status(
+                job.id, decision.state, decision.cause, decision.reason, if_open=True
+            )
+            self.records.release_lease(job.id, self.owner)
+            return False
+        if kind is DecisionKind.WAIT:
+            self._log_once(job.id, decision)
+            self.records.set_job_status(job.id, State.PENDING, None, decision.reason, if_open=True)
+        elif kind is DecisionKind.NOTHING and view.held:
+            self._log_once(job.id, decision, attempt=view.attempt_number)
+        return False
+
+    # --- the operations -------------------------------------------------------------------
+
+    async def _start(
+        self,
+        job: Job,
+        attempt: int,
+        intent: Intent | None,
+        *,
+        claim: bool = False,
+        decision: Decision | None = None,
+    ) -> None:
+        adapter = self.adapter(job.cluster)  # a ConfigError here leaves nothing behind
+        if intent is None:
+            lease = self._renew(job.id)
+            intent = self.records.open_intent(
+                job.id, START, self.owner, attempt=attempt, data={"epoch": lease.epoch}
+            )
+            if claim and not self.records.create_attempt(job.id, attempt):
+                self.records.close_intent(
+                    intent.id, status=IntentStatus.ROLLED_BACK, result={"reason": "claimed"}
+                )
+                raise LeaseLost(f"attempt {attempt} of {job.id} was claimed by another supervisor")
+        self._renew(job.id)
+        try:
+            handle = await adapter.start(job, attempt)
+        except (Unsupported, PermanentError) as exc:
+            self._renew(job.id)
+            self._refused(job, attempt, exc)
+            self.records.close_intent(intent.id, result={"refused": str(exc)})
+            return
+        self._renew(job.id)
+        self.records.set_handle(job.id, attempt, handle)
+        self.records.record_outcome(
+            job.id, attempt, Outcome(state=State.QUEUED, summary="handed to the scheduler")
+        )
+        if decision is not None:
+            self._log(job.id, decision)
+        summary = decision.reason if decision else f"attempt {attempt} adopted"
+        self.records.set_job_status(job.id, State.QUEUED, None, summary, if_open=True)
+        self.records.close_intent(intent.id, result={"handle": handle.to_json()})
+
+    def _refused(self, job: Job, attempt: int, exc: PermanentError) -> None:
+        reasons = exc.reasons if isinstance(exc, Unsupported) else ()
+        facts = [
+            Evidence(
+                kind="refusal",
+                key=f"refusal/{r.rule}",
+                observed_at=self.clock.now(),
+                summary=r.message,
+                data={"rule": r.rule},
+            )
+            for r in reasons
+        ] or [
+            Evidence(kind="refusal", key="refusal", observed_at=self.clock.now(), summary=str(exc))
+        ]
+        self.records.add_evidence(job.id, attempt, facts)
+        outcome = Outcome(state=State.FAILED, cause=Cause.START_FAILURE, summary=str(exc))
+        self.records.record_outcome(job.id, attempt, outcome)
+
+    async def _observe(self, job: Job, attempt: int, handle: AttemptHandle) -> bool:
+        observation = self.watcher.take(handle)
+        if observation is None:
+            if self.watcher.covers(handle):
+                return False  # the watch stream will say when something changes
+            observation = await self.adapter(job.cluster).observe(handle)
+        self._renew(job.id)
+        return self._record(job, attempt, observation)
+
+    def _record(self, job: Job, attempt: int, observation: Observation) -> bool:
+        """Store an observation; True when the attempt's state or cause changed."""
+        outcome = replace(observation.outcome, evidence=())
+        if observation.gone and not outcome.is_terminal:
+            outcome = Outcome(
+                state=State.FAILED,
+                cause=Cause.UNKNOWN,
+                summary=f"the scheduler has no trace of attempt {attempt} any more",
+            )
+        evidence = (*observation.outcome.evidence, *observation.evidence)
+        self.records.add_evidence(job.id, attempt, evidence)
+        before = next(a for a in self.records.attempts(job.id) if a.attempt == attempt).outcome
+        changed = before is None or (before.state, before.cause) != (outcome.state, outcome.cause)
+        if not changed:
+            return False
+        self.records.record_outcome(job.id, attempt, outcome)
+        self.records.append_log(
+            job.id,
+            "attempt",
+            {
+                "attempt": attempt,
+                "state": outcome.state.value,
+                "cause": outcome.cause.value if outcome.cause else None,
+                "summary": outcome.summary,
+            },
+        )
+        if not outcome.is_terminal:
+            summary = f"attempt {attempt}: {outcome.summary}" if outcome.summary else ""
+            self.records.set_job_status(job.id, outcome.state, None, summary, if_open=True)
+        return True
+
+    async def _cancel(
+        self, job: Job, view: JobView, decision: Decision, handle: AttemptHandle
+    ) -> None:
+        attempt = handle.attempt
+        self._renew(job.id)
+        intent = self.records.open_intent(job.id, CANCEL, self.owner, attempt=attempt)
+        actor = view.cancel.actor if view.cancel else f"dispatch supervisor {self.owner}"
+        reason = view.cancel.reason if view.cancel else decision.reason
+        await self.adapter(job.cluster).cancel(handle, actor, reason)
+        self._renew(job.id)
+        self._log(job.id, decision)
+        if decision.cause is Cause.UNPLANNED_RECOVERY:
+            outcome = Outcome(
+                state=State.FAILED, cause=Cause.UNPLANNED_RECOVERY, summary=decision.reason
+            )
+            self.records.record_outcome(job.id, attempt, outcome)
+        self.records.close_intent(intent.id, result={"actor": actor})
+
+    # --- the log --------------------------------------------------------------------------
+
+    def _log(self, job_id: str, decision: Decision, *, attempt: int | None = None) -> None:
+        data = decision.to_json()
+        if data["attempt"] is None and attempt:
+            data["attempt"] = attempt
+        self.records.append_log(job_id, DECISION, {**data, "owner": self.owner})
+
+    def _log_once(self, job_id: str, decision: Decision, *, attempt: int | None = None) -> None:
+        """Log a quiet decision only when it differs from the last one logged."""
+        last = last_decision(self.records.log(job_id))
+        if last is None or (last.get("action"), last.get("reason")) != (
+            decision.kind.value,
+            decision.reason,
+        ):
+            self._log(job_id, decision, attempt=attempt)
+
+    # --- long-lived modes -----------------------------------------------------------------
+
+    async def drive(self, job_id: str) -> None:
+        """Drive one job until it is terminal (another supervisor may do part of the work)."""
+        if not self._reconciled:
+            await self.reconcile()
+        while True:
+            report = await self.tick(job_id)
+            record = self.records.get_job(job_id)
+            if record.state.is_terminal:
+                return
+            last = report.last
+            pause = self.poll_interval
+            if last is not None and last.kind is DecisionKind.WAIT and last.until is not None:
+                pause = max(0.0, min(pause, last.until - self.clock.now()))
+            if last is not None and last.kind is DecisionKind.START:
+                pause = 0.0
+            await self.clock.sleep(pause)
+
+    async def run(
+        self,
+        stop: asyncio.Event,
+        *,
+        on_step: Callable[[StepReport], None] | None = None,
+        until_idle: bool = False,
+    ) -> None:
+        """Supervise until ``stop`` is set (or, with ``until_idle``, no job is open): a pass,
+        then wait for a watched change or the poll interval. Live attempts are watched (one
+        stream per cluster), not polled per job. ``on_step`` sees every pass's report."""
+        try:
+            while not stop.is_set():
+                report = await self.step()
+                if on_step is not None:
+                    on_step(report)
+                if until_idle and not self.records.list_jobs(open_only=True):
+                    return
+                self.watcher.follow(self._live_handles())
+                await self._pause(stop)
+        finally:
+            await self.watcher.close()
+
+    def _live_handles(self) -> list[AttemptHandle]:
+        handles: list[AttemptHandle] = []
+        for record in self.records.list_jobs(open_only=True):
+            attempts = self.records.attempts(record.id)
+            if attempts and attempts[-1].handle and not attempts[-1].state.is_terminal:
+                handles.append(attempts[-1].handle)
+        return handles
+
+    async def _pause(self, stop: asyncio.Event) -> None:
+        waiters = {
+            asyncio.ensure_future(self.clock.sleep(self.poll_interval)),
+            asyncio.ensure_future(stop.wait()),
+            asyncio.ensure_future(self.watcher.changed.wait()),
+        }
+        _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self.watcher.changed.clear()

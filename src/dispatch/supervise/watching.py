@@ -1,0 +1,84 @@
+"""Watch streams for the long-lived supervisor: one per cluster, over all its live attempts.
+
+The supervisor reads the latest observation of an attempt from here instead of calling
+``observe`` for each job on each pass; ``changed`` is set whenever a stream yields.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from dispatch.adapters.base import Adapter
+from dispatch.model import AttemptHandle, DispatchError, Observation
+
+Key = tuple[str, int, str]
+
+
+def _key(handle: AttemptHandle) -> Key:
+    return (handle.job_id, handle.attempt, handle.native)
+
+
+class Watcher:
+    """Keeps ``adapter.watch`` streams open over the attempts it is told to follow."""
+
+    def __init__(self, adapters: Callable[[str], Adapter]) -> None:
+        self._adapters = adapters
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._following: dict[str, frozenset[Key]] = {}
+        self._latest: dict[Key, Observation] = {}
+        self.changed = asyncio.Event()
+
+    def follow(self, handles: Sequence[AttemptHandle]) -> None:
+        """Watch exactly these attempts; a cluster's stream restarts when its set changes."""
+        by_cluster: dict[str, list[AttemptHandle]] = defaultdict(list)
+        for handle in handles:
+            by_cluster[handle.cluster].append(handle)
+        for cluster in set(self._following) - set(by_cluster):
+            self._stop(cluster)
+        for cluster, group in by_cluster.items():
+            keys = frozenset(_key(h) for h in group)
+            task = self._tasks.get(cluster)
+            if self._following.get(cluster) == keys and task is not None and not task.done():
+                continue
+            self._stop(cluster)
+            self._following[cluster] = keys
+            self._tasks[cluster] = asyncio.ensure_future(self._consume(cluster, group))
+
+    async def _consume(self, cluster: str, handles: Sequence[AttemptHandle]) -> None:
+        try:
+            async for observation in self._adapters(cluster).watch(handles):
+                self._latest[_key(observation.handle)] = observation
+                self.changed.set()
+        except DispatchError:
+            pass  # the stream broke: the supervisor falls back to observe until it restarts
+        finally:
+            if self._tasks.get(cluster) is asyncio.current_task():  # not a replaced stream
+                self._following.pop(cluster, None)
+                self.changed.set()
+
+    def _stop(self, cluster: str) -> None:
+        task = self._tasks.pop(cluster, None)
+        if task is not None:
+            task.cancel()
+        self._following.pop(cluster, None)
+
+    def covers(self, handle: AttemptHandle) -> bool:
+        """True when a live stream reports this attempt's changes."""
+        task = self._tasks.get(handle.cluster)
+        keys = self._following.get(handle.cluster, frozenset())
+        return task is not None and not task.done() and _key(handle) in keys
+
+    def take(self, handle: AttemptHandle) -> Observation | None:
+        """The newest observation the stream delivered for this attempt, once."""
+        return self._latest.pop(_key(handle), None)
+
+    async def close(self) -> None:
+        tasks = list(self._tasks.values())
+        for cluster in list(self._tasks):
+            self._stop(cluster)
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,227 @@
+"""The supervisor loop against the memory scheduler, with a manual clock."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from dispatch.adapters.memory import Fault, SimulatedCrash
+from dispatch.model import Cause, State
+from dispatch.supervise import DecisionKind
+from tests.supervise.world import World, run
+
+
+def test_a_job_that_succeeds(world: World) -> None:
+    job = world.submit("succeeded@20 queue=5")
+    run(world.supervisor().drive(job))
+    record = world.store.get_job(job)
+    assert (record.state, record.cause) == (State.SUCCEEDED, None)
+    assert [a.attempt for a in world.store.attempts(job)] == [1]
+    assert world.actions(job) == ["start", "finish"]
+    assert {e.key.rsplit("/", 1)[1] for e in world.store.evidence(job, 1)} >= {"started", "ended"}
+    assert not world.store.open_intents()
+    assert world.store.lease(job) is None  # released when the job ended
+
+
+@pytest.mark.parametrize("shape", ["slurm", "kubernetes"])
+def test_a_preempted_attempt_is_followed_by_attempt_2_after_the_backoff(shape: str) -> None:
+    world = World(shape, evidenceTTL=6, vanishAfter=20)
+    job = world.submit("preempted@30; succeeded@60", image="img")
+    run(world.supervisor().drive(job))
+    attempts = world.store.attempts(job)
+    assert [a.attempt for a in attempts] == [1, 2]
+    first, second = attempts
+    assert first.outcome is not None
+    assert first.outcome.cause is Cause.PREEMPTED
+    assert first.ended_at is not None
+    assert second.created_at >= first.ended_at + 10  # the rule's backoff
+    assert world.store.get_job(job).state is State.SUCCEEDED
+    assert world.actions(job) == ["start", "wait", "start", "finish"]
+    assert "retry 1 of 2" in world.decisions(job)[2]["reason"]
+    assert world.scheduler.creations == {(job, 1): 1, (job, 2): 1}
+    world.clock.advance(100)  # by now the kubernetes shape has removed pods and objects
+    kept = {e.key.rsplit("/", 1)[1] for e in world.store.evidence(job, 1)}
+    assert {"submitted", "started", "ended"} <= kept
+    assert not world.scheduler.live(job)
+
+
+def test_an_exhausted_retry_limit_fails_with_the_cause(world: World) -> None:
+    job = world.submit("node_lost@5")
+    run(world.supervisor().drive(job))
+    record = world.store.get_job(job)
+    assert (record.state, record.cause) == (State.FAILED, Cause.NODE_LOST)
+    assert "retry limit 2 exhausted" in record.summary
+    assert len(world.store.attempts(job)) == 3
+
+
+def test_a_fail_rule_fails_with_exit_code_evidence(world: World) -> None:
+    job = world.submit("app_error@5 exit=3 rank=1")
+    run(world.supervisor().drive(job))
+    record = world.store.get_job(job)
+    assert (record.state, record.cause) == (State.FAILED, Cause.APP_ERROR)
+    outcome = world.store.attempts(job)[0].outcome
+    assert outcome is not None
+    assert outcome.first_failure is not None
+    assert (outcome.first_failure.rank, outcome.first_failure.exit_code) == (1, 3)
+
+
+@pytest.mark.parametrize(("unmatched", "state"), [("fail", State.FAILED), ("hold", State.HELD)])
+def test_the_unmatched_policy(world: World, unmatched: str, state: State) -> None:
+    recovery = {"rules": [{"on": ["preempted"], "action": "fail"}], "unmatched": unmatched}
+    job = world.submit("hang", recovery, timeLimit="1m")
+    supervisor = world.supervisor()
+    for _ in range(4):
+        run(supervisor.step())
+        world.clock.advance(30)
+    record = world.store.get_job(job)
+    assert (record.state, record.cause) == (state, Cause.TIMEOUT)
+    assert f"no rule names timeout; unmatched: {unmatched}" in record.summary
+
+
+def test_hold_then_release_starts_the_next_attempt(world: World) -> None:
+    job = world.submit("no_capacity@5; succeeded@5")
+    supervisor = world.supervisor()
+    run(supervisor.step())
+    world.clock.advance(5)
+    run(supervisor.step())
+    assert world.store.get_job(job).state is State.HELD
+    for _ in range(3):
+        world.clock.advance(100)
+        run(supervisor.step())
+    assert len(world.store.attempts(job)) == 1  # held: nothing starts without a release
+    assert world.actions(job) == ["start", "hold", "nothing"]
+    world.store.request_release(job)
+    report = run(supervisor.step())
+    assert report.jobs[0].last is not None
+    assert (report.jobs[0].last.kind, report.jobs[0].last.attempt) == (DecisionKind.START, 2)
+    run(supervisor.drive(job))
+    assert world.store.get_job(job).state is State.SUCCEEDED
+
+
+def test_cancel_stops_the_attempt_and_names_the_actor(world: World) -> None:
+    job = world.submit("hang")
+    supervisor = world.supervisor()
+    run(supervisor.step())
+    world.clock.advance(5)
+    run(supervisor.step())
+    assert world.store.get_job(job).state is State.RUNNING
+    world.store.request_cancel(job, "alice", "wrong data")
+    run(supervisor.step())
+    record = world.store.get_job(job)
+    assert (record.state, record.cause) == (State.CANCELLED, Cause.CANCELLED)
+    assert "cancelled by alice: wrong data" in record.summary
+    assert not world.scheduler.live(job)
+    assert world.actions(job) == ["start", "cancel", "finish"]
+
+
+def test_a_rerun_inside_an_attempt_is_stopped_and_retried_as_a_new_attempt(world: World) -> None:
+    job = world.submit("preempted@10 rerun=5; succeeded@5")
+    run(world.supervisor().drive(job))
+    first = world.store.attempts(job)[0]
+    assert first.outcome is not None
+    assert first.outcome.cause is Cause.UNPLANNED_RECOVERY
+    assert not world.scheduler.live(job, 1)
+    assert world.store.get_job(job).state is State.SUCCEEDED
+    assert len(world.store.attempts(job)) == 2
+
+
+@pytest.mark.parametrize("fault", [Fault.CRASH, Fault.CRASH_AFTER])
+def test_a_crash_around_start_is_reconciled_without_a_second_execution(
+    world: World, fault: Fault
+) -> None:
+    job = world.submit("succeeded@20")
+    world.scheduler.inject("start", fault)
+    with pytest.raises(SimulatedCrash):
+        run(world.supervisor("dead").step())
+    [intent] = world.store.open_intents(job)
+    assert (intent.operation, intent.attempt, intent.owner) == ("start", 1, "dead")
+    heir = world.supervisor("heir")
+    assert run(heir.step()).jobs[0].note == "leased by another supervisor"
+    world.clock.advance(31)  # the dead supervisor's lease expires
+    report = run(heir.step())
+    assert any("adopted" in note for note in report.jobs[0].reconciled)
+    run(heir.drive(job))
+    assert world.store.get_job(job).state is State.SUCCEEDED
+    assert world.scheduler.creations == {(job, 1): 1}
+    assert not world.store.open_intents()
+
+
+def test_an_intent_written_just_before_a_crash_is_rolled_back(world: World) -> None:
+    job = world.submit("succeeded@20")
+    intent = world.store.open_intent(job, "start", "dead", attempt=1)  # then the crash
+    run(world.supervisor().drive(job))
+    assert world.store.get_job(job).state is State.SUCCEEDED
+    rolled = [i for i in world.store.open_intents(job) if i.id == intent.id]
+    assert not rolled
+    assert world.scheduler.creations == {(job, 1): 1}
+
+
+def test_outcome_unknown_on_start_means_re_observe_and_adopt(world: World) -> None:
+    job = world.submit("succeeded@20")
+    world.scheduler.inject("start", Fault.UNKNOWN_AFTER)
+    supervisor = world.supervisor()
+    first = run(supervisor.step())
+    assert first.jobs[0].retry
+    assert [i.operation for i in world.store.open_intents(job)] == ["start"]
+    run(supervisor.drive(job))
+    assert world.store.get_job(job).state is State.SUCCEEDED
+    assert world.scheduler.creations == {(job, 1): 1}
+
+
+def test_two_supervisors_racing_only_one_acts_per_job() -> None:
+    world = World(yielding=True)
+    jobs = [world.submit(f"preempted@{5 * n}; succeeded@10") for n in (1, 2, 3)]
+    first, second = world.supervisor("s1"), world.supervisor("s2")
+
+    async def race() -> None:
+        for _ in range(12):
+            await asyncio.gather(first.step(), second.step())
+            world.clock.advance(5)
+
+    run(race())
+    acting: set[str] = set()
+    for job in jobs:
+        assert world.store.get_job(job).state is State.SUCCEEDED
+        owners = {d["owner"] for d in world.decisions(job)}
+        assert len(owners) == 1, owners
+        acting |= owners
+    assert acting == {"s1", "s2"}  # both were busy, each on its own jobs
+    assert all(count == 1 for count in world.scheduler.creations.values())
+    assert len(world.scheduler.creations) == 6
+
+
+def test_a_lease_that_expires_is_taken_over_without_a_new_attempt(world: World) -> None:
+    job = world.submit("succeeded@100")
+    run(world.supervisor("s1").step())
+    world.clock.advance(31)
+    run(world.supervisor("s2").drive(job))
+    assert world.store.get_job(job).state is State.SUCCEEDED
+    assert [a.attempt for a in world.store.attempts(job)] == [1]
+
+
+def test_run_watches_instead_of_polling_each_job(world: World) -> None:
+    jobs = [world.submit("succeeded@30"), world.submit("preempted@10; succeeded@10")]
+    supervisor = world.supervisor()
+
+    async def supervise() -> None:
+        stop = asyncio.Event()
+        task = asyncio.ensure_future(supervisor.run(stop))
+        for _ in range(10_000):
+            if all(world.store.get_job(j).state.is_terminal for j in jobs):
+                break
+            await asyncio.sleep(0)
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+
+    run(supervise())
+    assert [world.store.get_job(j).state for j in jobs] == [State.SUCCEEDED] * 2
+    assert world.scheduler.calls["observe"] == 0
+    assert world.scheduler.calls["list"] > 0
+
+
+def test_intents_are_closed_after_a_retry(world: World) -> None:
+    job = world.submit("preempted@5; succeeded@5")
+    run(world.supervisor().drive(job))
+    assert not world.store.open_intents()
+    assert world.scheduler.calls["start"] == 2
