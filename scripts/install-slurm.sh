@@ -3,7 +3,7 @@
 # tests/slurm/realslurm.py). Debian/Ubuntu, as root. Starts no daemon. Idempotent.
 set -euo pipefail
 if command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null; then
-  echo "slurm and munge are already installed: $(sinfo --version)"
+  echo "slurm and munge are already installed: $(dpkg-query -W -f '${Version}' slurm-wlm 2>/dev/null || echo unknown)"
   exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
@@ -12,5 +12,5 @@ if [ "$(id -u)" != 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
-apt-get install -y -q --no-install-recommends slurm-wlm munge
-sinfo --version
+apt-get install -y -q slurm-wlm munge
+dpkg-query -W slurm-wlm munge

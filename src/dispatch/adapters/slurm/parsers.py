@@ -221,7 +221,7 @@ def _key_value_job(fields: Mapping[str, str], source: Source) -> SlurmJob:
 
 
 def _not_null(value: str) -> str:
-    return "" if value in ("(null)", "Unknown", "None", "N/A") else value
+    return "" if value in ("(null)", "Unknown", "None", "N/A", "None assigned") else value
 
 
 # --- sacct ---------------------------------------------------------------------------------
