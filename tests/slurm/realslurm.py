@@ -9,6 +9,7 @@ daemons run as root, munged as the ``munge`` user) and the Debian packages ``slu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -205,8 +206,6 @@ def stop(cluster: RealSlurm) -> None:
         for node in cluster.nodes:
             leftover = Path("/sys/fs/cgroup") / controller / f"slurm_{node}"
             for folder in sorted(leftover.glob("**/"), key=lambda p: -len(p.parts)):
-                try:
+                with contextlib.suppress(OSError):
                     folder.rmdir()
-                except OSError:
-                    pass
     shutil.rmtree(cluster.scratch, ignore_errors=True)

@@ -185,7 +185,12 @@ def test_squeue_json_that_is_not_json_is_an_error() -> None:
 
 def test_key_values_keep_spaces_inside_values() -> None:
     fields = parse_key_values("NodeName=n1 OS=Linux 6.1 #1 SMP  RealMemory=4000 Gres=(null)")
-    assert fields == {"NodeName": "n1", "OS": "Linux 6.1 #1 SMP", "RealMemory": "4000", "Gres": "(null)"}
+    assert fields == {
+        "NodeName": "n1",
+        "OS": "Linux 6.1 #1 SMP",
+        "RealMemory": "4000",
+        "Gres": "(null)",
+    }
 
 
 @pytest.mark.parametrize(

@@ -5,14 +5,20 @@ Each test asserts dispatch's state and cause for one way a job ends.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from dispatch.adapters.base import Holder, OutputReader
+from dispatch.adapters.base import AdapterContext, Holder, OutputReader
 from dispatch.adapters.slurm import SlurmAdapter
+from dispatch.adapters.slurm.settings import SlurmSettings
+from dispatch.adapters.slurm.transport import CommandResult, ProcessRunner, Transport
+from dispatch.clock import SystemClock
+from dispatch.config import ClusterConfig
 from dispatch.model import (
     AttemptHandle,
     Cause,
@@ -26,6 +32,37 @@ from tests.slurm.conftest import run
 from tests.slurm.realslurm import RealSlurm
 
 ENV_DUMP = "env | grep -E '^(PET_|DISPATCH_|RANK=|LOCAL_RANK=|WORLD_SIZE=|LOCAL_WORLD_SIZE=|MASTER_|SLURMD_NODENAME=|EPOCHS=)' | sort"
+
+
+class RecordingRunner:
+    """The real runner, recording every argv it runs (our own seam, not a mock)."""
+
+    def __init__(self, inner: ProcessRunner) -> None:
+        self.inner = inner
+        self.transport: Transport = inner.transport
+        self.argvs: list[list[str]] = []
+
+    async def run(self, argv: Sequence[str], *, stdin: str | None = None) -> CommandResult:
+        self.argvs.append(list(argv))
+        return await self.inner.run(argv, stdin=stdin)
+
+
+class CountingClock(SystemClock):
+    def __init__(self) -> None:
+        self.sleeps = 0
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps += 1
+        await super().sleep(seconds)
+
+
+def recording_adapter(
+    cluster: ClusterConfig, tmp_path: Path, clock: SystemClock | None = None
+) -> tuple[SlurmAdapter, RecordingRunner]:
+    settings = SlurmSettings.from_cluster(cluster, tmp_path)
+    runner = RecordingRunner(ProcessRunner(settings.make_transport(), env=settings.command_env))
+    context = AdapterContext(state_dir=tmp_path / "state", clock=clock or SystemClock())
+    return SlurmAdapter(cluster, context, runner=runner), runner
 
 
 def make_job(name: str, **fields: object) -> Job:
@@ -47,7 +84,9 @@ def test_success_on_two_nodes_with_rank_env_on_each(slurm: SlurmAdapter) -> None
         "ok", nodes=2, procsPerNode=2, command=["sh", "-c", ENV_DUMP], env={"EPOCHS": "3"}
     )
 
-    async def scenario() -> tuple[AttemptHandle, AttemptHandle, list[Observation], list[dict[str, str]]]:
+    async def scenario() -> tuple[
+        AttemptHandle, AttemptHandle, list[Observation], list[dict[str, str]]
+    ]:
         first = await slurm.start(job, 1)
         again = await slurm.start(job, 1)  # adopts, does not submit twice
         seen = await watch_to_end(slurm, first)
@@ -58,7 +97,9 @@ def test_success_on_two_nodes_with_rank_env_on_each(slurm: SlurmAdapter) -> None
     assert again == handle
     assert (seen[-1].state, seen[-1].outcome.cause) == (State.SUCCEEDED, None)
     assert seen[-1].evidence[0].data["source"] == "squeue"
-    assert {o["SLURMD_NODENAME"] for o in outputs[:2]} != {o["SLURMD_NODENAME"] for o in outputs[2:]}
+    assert {o["SLURMD_NODENAME"] for o in outputs[:2]} != {
+        o["SLURMD_NODENAME"] for o in outputs[2:]
+    }
     for rank, env in enumerate(outputs):
         assert env["DISPATCH_JOB"] == job.id
         assert env["DISPATCH_ATTEMPT"] == "1"
@@ -78,7 +119,7 @@ def test_success_on_two_nodes_with_rank_env_on_each(slurm: SlurmAdapter) -> None
 def test_torchrun_command_gets_one_task_per_node(slurm: SlurmAdapter, tmp_path: Path) -> None:
     fake = tmp_path / "bin" / "torchrun"  # stands in for torchrun: prints what it was given
     fake.parent.mkdir()
-    fake.write_text(f"#!/bin/sh\n{ENV_DUMP}\necho ARGS=\"$*\"\n")
+    fake.write_text(f'#!/bin/sh\n{ENV_DUMP}\necho ARGS="$*"\n')
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     job = make_job("trun", nodes=2, procsPerNode=2, command=[str(fake), "train.py"])
 
@@ -179,6 +220,47 @@ def test_refused_before_anything_is_created(slurm: SlurmAdapter, real_slurm: Rea
     assert set(refused.rules) == {"slurm-too-many-nodes", "slurm-no-gpus"} == set(rules)
     listed = real_slurm.run("squeue", "-h", "-t", "all", "--name=dispatch-toobig-x1-a1")
     assert listed.stdout.strip() == ""
+
+
+def test_watch_asks_once_per_cycle_for_all_jobs(
+    slurm_cluster: ClusterConfig, tmp_path: Path
+) -> None:
+    clock = CountingClock()
+    adapter, runner = recording_adapter(slurm_cluster, tmp_path, clock)
+    jobs = [make_job(f"many{i}", nodes=1, command=["sleep", "1"]) for i in range(3)]
+
+    async def scenario() -> list[Observation]:
+        handles = [await adapter.start(job, 1) for job in jobs]
+        await adapter.facts()
+        runner.argvs.clear()
+        return [seen async for seen in adapter.watch(handles)]
+
+    seen = run(scenario())
+    assert {s.handle.job_id for s in seen if s.state is State.SUCCEEDED} == {j.id for j in jobs}
+    cycles = clock.sleeps + 1
+    assert cycles >= 2
+    assert runner.argvs == [["squeue", "--json"]] * cycles
+
+
+def test_two_supervisors_starting_one_attempt_converge_on_one_job(
+    slurm_cluster: ClusterConfig, tmp_path: Path, real_slurm: RealSlurm
+) -> None:
+    first, _ = recording_adapter(slurm_cluster, tmp_path / "a")
+    second, _ = recording_adapter(slurm_cluster, tmp_path / "b")
+    job = make_job("race", nodes=1, command=["sleep", "2"])
+
+    async def scenario() -> tuple[AttemptHandle, AttemptHandle, list[Observation]]:
+        one, two = await asyncio.gather(first.start(job, 1), second.start(job, 1))
+        return one, two, await watch_to_end(first, one)
+
+    one, two, seen = run(scenario())
+    assert one.native == two.native
+    assert seen[-1].state is State.SUCCEEDED
+    listed = real_slurm.run(
+        "squeue", "-h", "-t", "all", "--name=dispatch-race-x1-a1", "-o", "%i %T"
+    ).stdout.split("\n")
+    ran = [line for line in listed if line.strip() and "CANCELLED" not in line]
+    assert ran == [f"{one.native} COMPLETED"]
 
 
 @pytest.mark.slow

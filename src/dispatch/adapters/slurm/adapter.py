@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 from dispatch.adapters.base import AdapterContext
 from dispatch.adapters.slurm import commands as cmd
+from dispatch.adapters.slurm.evidence import job_evidence, output_evidence
 from dispatch.adapters.slurm.native import SlurmJob, Source
 from dispatch.adapters.slurm.output import BatchOutput, parse_batch_output
 from dispatch.adapters.slurm.parsers import (
@@ -53,7 +54,6 @@ from dispatch.model import (
     AttemptHandle,
     CapabilityReport,
     Cause,
-    Evidence,
     Job,
     JobSpec,
     NotFound,
@@ -271,12 +271,12 @@ class SlurmAdapter:
         job = snapshot.jobs.get(handle.native)
         if job is None:
             return self._gone(handle, snapshot, now)
-        evidence = [_job_evidence(job, now)]
+        evidence = [job_evidence(job, now)]
         output = None
         if derive_outcome(job).state is State.FAILED:
             output = await self._batch_output(handle)
             if output.failures or output.out_of_memory:
-                evidence.append(_output_evidence(handle, output, now))
+                evidence.append(output_evidence(handle, output, now))
         outcome = derive_outcome(job, output)
         outcome = replace(outcome, evidence=tuple(evidence))
         seen = Observation(handle, outcome, tuple(evidence), observed_at=now)
@@ -363,47 +363,3 @@ class SlurmAdapter:
         if not result.ok:
             raise SchedulerUnavailable(f"cannot {what}: {result.describe()}")
         return result.stdout
-
-
-def _job_evidence(job: SlurmJob, now: float) -> Evidence:
-    states = "+".join(job.states)
-    return Evidence(
-        kind=str(job.source),
-        key=f"{job.source}:{job.job_id}:{states}:{job.reason}",
-        observed_at=now,
-        summary=f"{job.source}: job {job.job_id} {states} ({job.reason or 'no reason'}), "
-        f"exit {job.exit}, derived {job.derived_exit}",
-        data={
-            "source": str(job.source),
-            "jobId": job.job_id,
-            "name": job.name,
-            "states": list(job.states),
-            "reason": job.reason,
-            "exitCode": str(job.exit) if job.exit else None,
-            "derivedExitCode": str(job.derived_exit) if job.derived_exit else None,
-            "nodes": job.nodes,
-            "comment": job.comment,
-            "cancelledBy": job.cancelled_by,
-            "steps": [
-                {"id": s.step_id, "state": s.state, "exitCode": str(s.exit), "nodes": s.nodes}
-                for s in job.steps
-            ],
-            "start": job.start_time,
-            "end": job.end_time,
-        },
-    )
-
-
-def _output_evidence(handle: AttemptHandle, output: BatchOutput, now: float) -> Evidence:
-    return Evidence(
-        kind="batch-output",
-        key=f"batch-output:{handle.native}",
-        observed_at=now,
-        summary=f"srun reported {len(output.failures)} failed task(s)"
-        + (", out of memory" if output.out_of_memory else ""),
-        data={
-            "failures": [f.line for f in output.failures],
-            "outOfMemory": output.out_of_memory,
-            "launchFailed": output.launch_failed,
-        },
-    )

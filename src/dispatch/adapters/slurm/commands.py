@@ -32,7 +32,13 @@ def build_squeue_json_command() -> list[str]:
 
 def build_squeue_name_command(name: str) -> list[str]:
     """Jobs with this exact name, in any state, one ``id|name|state|reason`` line each."""
-    return ["squeue", "--noheader", "--states=all", f"--name={name}", f"--format={SQUEUE_NAME_FORMAT}"]
+    return [
+        "squeue",
+        "--noheader",
+        "--states=all",
+        f"--name={name}",
+        f"--format={SQUEUE_NAME_FORMAT}",
+    ]
 
 
 def build_scontrol_jobs_command(job_id: str | None = None) -> list[str]:

@@ -65,9 +65,7 @@ class BatchOutput:
     @property
     def could_not_start(self) -> bool:
         first = self.first_failure()
-        return self.launch_failed or (
-            first is not None and first.exit_code in START_FAILURE_CODES
-        )
+        return self.launch_failed or (first is not None and first.exit_code in START_FAILURE_CODES)
 
 
 def parse_batch_output(text: str) -> BatchOutput:

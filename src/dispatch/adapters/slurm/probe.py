@@ -288,7 +288,11 @@ def refusals(facts: ClusterFacts, spec: JobSpec, partition_name: str | None) -> 
                 f"{partition.name} have at most {max(n.memory_mib for n in nodes)} MiB",
             )
         )
-    if shape.minutes and partition.max_minutes is not None and shape.minutes > partition.max_minutes:
+    if (
+        shape.minutes
+        and partition.max_minutes is not None
+        and shape.minutes > partition.max_minutes
+    ):
         reasons.append(
             Reason(
                 "slurm-time-limit",

@@ -66,8 +66,10 @@ def _directive(option: str, value: str | int) -> str:
     text = str(value)
     if any(c in text for c in "\n\"'"):
         raise ValueError(f"{option} value {text!r} cannot be written in a batch script")
-    return f'#SBATCH --{option}="{text}"' if any(c.isspace() for c in text) else (
-        f"#SBATCH --{option}={text}"
+    return (
+        f'#SBATCH --{option}="{text}"'
+        if any(c.isspace() for c in text)
+        else (f"#SBATCH --{option}={text}")
     )
 
 
