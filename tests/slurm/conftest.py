@@ -1,0 +1,61 @@
+"""Fixtures for the Slurm tests: a real two-node Slurm for the session, and adapters on it.
+
+Without Slurm installed (or not as root) the real-Slurm tests are skipped with the reason,
+except in CI (``CI=true``), where a missing Slurm fails them: CI installs it
+(``scripts/install-slurm.sh``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from dispatch.adapters.base import AdapterContext
+from dispatch.adapters.slurm import SlurmAdapter
+from dispatch.config import ClusterConfig
+from tests.slurm import realslurm
+
+T = TypeVar("T")
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coroutine)
+
+
+@pytest.fixture(scope="session")
+def real_slurm() -> Iterator[realslurm.RealSlurm]:
+    reason = realslurm.why_unavailable()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but a real Slurm cannot be started: {reason}")
+        pytest.skip(reason)
+    cluster = realslurm.start(tag=f"d{os.getpid() % 1000}")
+    try:
+        yield cluster
+    finally:
+        realslurm.stop(cluster)
+
+
+@pytest.fixture
+def slurm_cluster(real_slurm: realslurm.RealSlurm, tmp_path: Path) -> ClusterConfig:
+    """The configuration entry of the test cluster; outputs under the cluster's scratch."""
+    return ClusterConfig(
+        name="testslurm",
+        adapter="slurm",
+        settings={
+            "slurmConf": str(real_slurm.conf),
+            "outputDir": str(real_slurm.scratch / "out" / tmp_path.name),
+            "pollInterval": 0.3,
+            "commandTimeout": 30,
+        },
+    )
+
+
+@pytest.fixture
+def slurm(slurm_cluster: ClusterConfig, tmp_path: Path) -> SlurmAdapter:
+    return SlurmAdapter(slurm_cluster, AdapterContext(state_dir=tmp_path / "state"))

@@ -1,0 +1,91 @@
+"""The status chain (sacct -> squeue -> jobcomp) on recorded outputs, through a fake runner
+at the adapter's own seam (``transport.Runner``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from dispatch.adapters.slurm.native import Source
+from dispatch.adapters.slurm.status import StatusReader
+from dispatch.adapters.slurm.transport import CommandResult, LocalTransport, Transport
+from dispatch.model import SchedulerUnavailable
+from tests.slurm import realslurm
+from tests.slurm.test_probe import facts
+
+RECORDED = Path(__file__).parent / "recorded"
+
+
+class RecordedRunner:
+    """Answers each Slurm tool with a recorded output; remembers what it was asked."""
+
+    def __init__(self, answers: dict[str, tuple[int, str]]) -> None:
+        self.transport: Transport = LocalTransport()
+        self.answers = answers
+        self.asked: list[list[str]] = []
+
+    async def run(self, argv: Sequence[str], *, stdin: str | None = None) -> CommandResult:
+        self.asked.append(list(argv))
+        code, text = self.answers[argv[0]]
+        return CommandResult(tuple(argv), code, text, "" if code == 0 else "error")
+
+
+def recorded(name: str) -> str:
+    return (RECORDED / name).read_text()
+
+
+def test_without_accounting_squeue_then_jobcomp_once_each_for_all_jobs() -> None:
+    squeue = recorded("squeue-22.05.json")
+    forgotten = "\n".join(
+        line for line in recorded("jobcomp-22.05.txt").splitlines() if "JobId=32001 " in line
+    ).replace("JobId=32001 ", "JobId=99001 ")
+    runner = RecordedRunner({"squeue": (0, squeue), "grep": (0, forgotten)})
+    reader = StatusReader(runner, facts(), "auto")
+    snapshot = asyncio.run(reader.snapshot(["32000", "32004", "99001", "99002"]))
+    assert snapshot.asked == (Source.SQUEUE, Source.JOBCOMP)
+    assert [argv[0] for argv in runner.asked] == ["squeue", "grep"]
+    assert runner.asked[1][2] == "^JobId=(99001|99002) "  # only the jobs squeue forgot
+    assert {k: v.source for k, v in snapshot.jobs.items()} == {
+        "32000": Source.SQUEUE,
+        "32004": Source.SQUEUE,
+        "99001": Source.JOBCOMP,
+    }
+
+
+def test_with_accounting_sacct_first() -> None:
+    with_dbd = replace(
+        facts(), config={**facts().config, "AccountingStorageType": "accounting_storage/slurmdbd"}
+    )
+    runner = RecordedRunner({"sacct": (0, recorded("sacct-handwritten-22.05.txt"))})
+    snapshot = asyncio.run(StatusReader(runner, with_dbd, "auto").snapshot(["52003", "52001"]))
+    assert snapshot.asked == (Source.SACCT,)
+    assert runner.asked == [
+        [
+            "sacct",
+            "--parsable2",
+            "--noheader",
+            "--format=JobID,JobName,State,ExitCode,DerivedExitCode,Reason,NodeList,Submit,Start,End,Comment",
+            "--jobs=52001,52003",
+        ]
+    ]
+    assert snapshot.jobs["52003"].steps[-1].state == "OUT_OF_MEMORY"
+
+
+def test_a_controller_that_does_not_answer_is_unavailable() -> None:
+    runner = RecordedRunner({"squeue": (1, "")})
+    with pytest.raises(SchedulerUnavailable):
+        asyncio.run(StatusReader(runner, facts(), "none").snapshot(["1"]))
+
+
+def test_real_slurm_is_reported_missing_without_its_programs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PATH", "")
+    reason = realslurm.why_unavailable()
+    assert reason is not None
+    assert "slurmctld" in reason
+    assert "install-slurm.sh" in reason
