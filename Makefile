@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 
-.PHONY: demo test setup setup-demo lint unit clean
+.PHONY: demo test setup setup-demo setup-slurm lint unit clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,11 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-unit: setup
+# The Slurm tests start a real two-node Slurm on this machine (Debian packages, as root).
+setup-slurm:
+	scripts/install-slurm.sh
+
+unit: setup setup-slurm
 	$(BIN)/pytest -q
 
 test: lint unit

@@ -7,8 +7,9 @@ if command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v
   exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
-  echo "install-slurm.sh: run as root (apt-get install slurm-wlm munge)" >&2
-  exit 1
+  echo "install-slurm.sh: not root, so Slurm is not installed; the Slurm tests will be skipped" \
+       "(install it with: sudo apt-get install slurm-wlm munge)" >&2
+  exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
