@@ -4,6 +4,7 @@ and leave no process behind when the runner or the starter is killed."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import subprocess
@@ -50,18 +51,21 @@ def test_second_start_adopts_and_never_runs_twice(harness: Harness) -> None:
 def test_watch_yields_each_attempt_then_its_changes(harness: Harness) -> None:
     handles = [harness.start(harness.job(f"job-{i}", env={"SLEEP": "0.5"})) for i in (1, 2)]
 
-    async def follow() -> dict[str, list[State]]:
-        states: dict[str, list[State]] = {h.job_id: [] for h in handles}
+    async def follow() -> dict[str, list[tuple[State, tuple[str, ...]]]]:
+        seen: dict[str, list[tuple[State, tuple[str, ...]]]] = {h.job_id: [] for h in handles}
         async for observation in harness.adapter.watch(handles):
-            states[observation.handle.job_id].append(observation.state)
-            if all(s and s[-1].is_terminal for s in states.values()):
-                return states
+            keys = tuple(e.key for e in observation.evidence)
+            seen[observation.handle.job_id].append((observation.state, keys))
+            if all(s and s[-1][0].is_terminal for s in seen.values()):
+                return seen
         raise AssertionError("watch ended")
 
-    states = harness.run(asyncio.wait_for(follow(), 30))
-    for seen in states.values():
-        assert seen[-1] is State.SUCCEEDED
-        assert len(seen) == len(set(seen))  # yielded on change only
+    seen = harness.run(asyncio.wait_for(follow(), 30))
+    for changes in seen.values():
+        assert changes[-1][0] is State.SUCCEEDED
+        # yielded on change only: never the same observation twice in a row
+        assert all(a != b for a, b in itertools.pairwise(changes))
+        assert len(changes) <= 6
 
 
 def test_no_orphans_after_sigkill_of_the_runner(harness: Harness) -> None:

@@ -24,8 +24,10 @@ def test_a_job_that_succeeds(world: World) -> None:
     assert world.store.lease(job) is None  # released when the job ended
 
 
-def test_a_preempted_attempt_is_followed_by_attempt_2_after_the_backoff(world: World) -> None:
-    job = world.submit("preempted@30; succeeded@60")
+@pytest.mark.parametrize("shape", ["slurm", "kubernetes"])
+def test_a_preempted_attempt_is_followed_by_attempt_2_after_the_backoff(shape: str) -> None:
+    world = World(shape, evidenceTTL=6, vanishAfter=20)
+    job = world.submit("preempted@30; succeeded@60", image="img")
     run(world.supervisor().drive(job))
     attempts = world.store.attempts(job)
     assert [a.attempt for a in attempts] == [1, 2]
@@ -38,6 +40,10 @@ def test_a_preempted_attempt_is_followed_by_attempt_2_after_the_backoff(world: W
     assert world.actions(job) == ["start", "wait", "start", "finish"]
     assert "retry 1 of 2" in world.decisions(job)[2]["reason"]
     assert world.scheduler.creations == {(job, 1): 1, (job, 2): 1}
+    world.clock.advance(100)  # by now the kubernetes shape has removed pods and objects
+    kept = {e.key.rsplit("/", 1)[1] for e in world.store.evidence(job, 1)}
+    assert {"submitted", "started", "ended"} <= kept
+    assert not world.scheduler.live(job)
 
 
 def test_an_exhausted_retry_limit_fails_with_the_cause(world: World) -> None:

@@ -69,7 +69,6 @@ def test_version_json() -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ("check-runtime", "r.yaml"),
         ("diagnose", "d.yaml"),
     ],
 )

@@ -1,16 +1,140 @@
-"""`dispatch check-runtime FILE`: check a Kubeflow Trainer runtime against dispatch's rules."""
+"""`dispatch check-runtime FILE`: check a Kubeflow Trainer runtime against dispatch's rules.
+
+Contract (spec/kubeflow-adapter.md, section 4): with ``--output json`` one object
+``{"runtime": {"kind", "name"}, "accepted", "reasons": [{"rule", "message"}],
+"weakenedIdentity", "capabilities": {"ProcsPerNode": {"supported", "reason"}}}``.
+Exit 0 when accepted, 1 when refused, 2 on bad usage or unreadable input. With ``--cluster``
+the named Kubeflow cluster's settings apply (allow-list, allowRankRestart, publishing);
+``not-found`` cannot apply to a file.
+"""
 
 from __future__ import annotations
 
-import click
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from dispatch.cli.common import not_built, output_option
+import click
+import yaml
+
+from dispatch.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Settings,
+    emit_json,
+    fail,
+    output_option,
+)
+from dispatch.config import load_config
+from dispatch.model import ConfigError, yaml12
+
+if TYPE_CHECKING:
+    from dispatch.adapters.kubeflow.rules import RuntimeVerdict
+    from dispatch.adapters.kubeflow.settings import KubeflowSettings
+
+RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
+
+
+def read_runtime(path: str) -> Mapping[str, Any]:
+    """The one runtime object in a YAML or JSON file; ``ValueError`` says why it is unusable."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text") from None
+    try:
+        documents = [doc for doc in yaml12.load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path} is not valid YAML or JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"{path} is nested too deeply to read") from None
+    if len(documents) != 1:
+        raise ValueError(f"{path} holds {len(documents)} documents; give exactly one runtime")
+    document = documents[0]
+    runtime: Mapping[str, Any] = document if isinstance(document, Mapping) else {}
+    kind = runtime.get("kind")
+    if kind not in RUNTIME_KINDS:
+        raise ValueError(
+            f"{path} is not a Trainer runtime: its kind is {kind!r}, expected one of "
+            f"{', '.join(RUNTIME_KINDS)}"
+        )
+    metadata = runtime.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{path}: the runtime has no metadata.name")
+    return runtime
+
+
+def cluster_settings(config_path: Path | None, cluster: str | None) -> KubeflowSettings:
+    """The named Kubeflow cluster's settings; the defaults when no cluster is named."""
+    from dispatch.adapters.kubeflow.settings import KubeflowSettings, parse_settings
+
+    if cluster is None:
+        return KubeflowSettings()
+    configured = load_config(config_path).cluster(cluster)
+    if configured.adapter != "kubeflow":
+        raise ConfigError(
+            f"cluster {cluster!r} uses the {configured.adapter!r} adapter; runtime rules apply "
+            "to kubeflow clusters only"
+        )
+    return parse_settings(configured)
+
+
+def _print_text(verdict: RuntimeVerdict) -> None:
+    title = f"{verdict.kind} {verdict.name}"
+    if verdict.accepted:
+        click.echo(f"{title}: accepted")
+    else:
+        count = len(verdict.reasons)
+        click.echo(f"{title}: refused ({count} reason{'s' if count != 1 else ''})")
+        for reason in verdict.reasons:
+            click.echo(f"  - [{reason.rule}] {reason.message}")
+    answer = verdict.procs_per_node
+    click.echo(f"  {answer.name}: {'yes' if answer.supported else 'no'} ({answer.reason})")
+    if verdict.weakened_identity:
+        click.echo(f"  weakened identity: {verdict.weakened_identity}")
 
 
 @click.command("check-runtime")
 @click.argument("runtime_file", metavar="FILE")
-@click.option("--cluster", help="The configured cluster whose settings apply.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Clusters configuration file (overrides the global --config).",
+)
+@click.option("--cluster", help="The configured Kubeflow cluster whose settings apply.")
 @output_option
-def command(runtime_file: str, cluster: str | None, output: str) -> None:
-    """Check a Kubeflow Trainer runtime file against dispatch's runtime rules."""
-    not_built("check-runtime", 6, output)
+@click.pass_obj
+def command(
+    settings: Settings | None,
+    runtime_file: str,
+    config_path: Path | None,
+    cluster: str | None,
+    output: str,
+) -> None:
+    """Check a Kubeflow Trainer runtime file against dispatch's runtime rules.
+
+    Exit 0 when the runtime is accepted, 1 when refused, 2 on bad usage or unreadable input.
+    """
+    # adapters are imported when used, never by `dispatch --help` (see adapters/registry.py)
+    from dispatch.adapters.kubeflow.rules import check_runtime
+
+    chosen = config_path or (settings.config_path if settings else None)
+    try:
+        cluster_config = cluster_settings(chosen, cluster)
+    except ConfigError as exc:
+        fail(str(exc), code=EXIT_USAGE, output=output)
+    try:
+        runtime = read_runtime(runtime_file)
+    except ValueError as exc:
+        fail(str(exc), code=EXIT_USAGE, output=output)
+    verdict = check_runtime(runtime, cluster_config)
+    if output == "json":
+        emit_json(verdict.to_json())
+    else:
+        _print_text(verdict)
+    sys.exit(EXIT_OK if verdict.accepted else EXIT_FAILED)

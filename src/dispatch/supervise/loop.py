@@ -160,6 +160,8 @@ class Supervisor:
             note, retry = f"{type(exc).__name__}: {exc}; will re-observe and retry", True
         except ConfigError as exc:
             note, retry = f"cannot act: {exc}", True
+        except PermanentError as exc:  # e.g. Forbidden from observe or cancel: a person must act
+            note, retry = f"cannot act: {type(exc).__name__}: {exc}", False
         else:
             note, retry = "", False
         return JobReport(job_id, tuple(decisions), note, retry, tuple(reconciled))
@@ -207,6 +209,7 @@ class Supervisor:
         claim: bool = False,
         decision: Decision | None = None,
     ) -> None:
+        adapter = self.adapter(job.cluster)  # a ConfigError here leaves nothing behind
         if intent is None:
             lease = self._renew(job.id)
             intent = self.records.open_intent(
@@ -218,7 +221,6 @@ class Supervisor:
                 )
                 raise LeaseLost(f"attempt {attempt} of {job.id} was claimed by another supervisor")
         self._renew(job.id)
-        adapter = self.adapter(job.cluster)
         try:
             handle = await adapter.start(job, attempt)
         except (Unsupported, PermanentError) as exc:
@@ -349,12 +351,23 @@ class Supervisor:
                 pause = 0.0
             await self.clock.sleep(pause)
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Supervise until ``stop`` is set: a pass, then wait for a watched change or the poll
-        interval. Live attempts are watched (one stream per cluster), not polled per job."""
+    async def run(
+        self,
+        stop: asyncio.Event,
+        *,
+        on_step: Callable[[StepReport], None] | None = None,
+        until_idle: bool = False,
+    ) -> None:
+        """Supervise until ``stop`` is set (or, with ``until_idle``, no job is open): a pass,
+        then wait for a watched change or the poll interval. Live attempts are watched (one
+        stream per cluster), not polled per job. ``on_step`` sees every pass's report."""
         try:
             while not stop.is_set():
-                await self.step()
+                report = await self.step()
+                if on_step is not None:
+                    on_step(report)
+                if until_idle and not self.records.list_jobs(open_only=True):
+                    return
                 self.watcher.follow(self._live_handles())
                 await self._pause(stop)
         finally:

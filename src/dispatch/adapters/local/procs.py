@@ -93,9 +93,16 @@ def rss_total(pids: Iterable[int]) -> int:
 
 
 def is_runner(pid: int, attempt_dir: Path, module: str) -> bool:
-    """True when ``pid`` is the runner of ``attempt_dir`` (guards against a reused pid)."""
+    """True when ``pid`` is the runner of ``attempt_dir`` (guards against a reused pid).
+
+    A process whose command line reads empty is taken to be in the middle of ``exec`` (Linux
+    shows an empty ``/proc/<pid>/cmdline`` for a moment right after a spawn) and counts.
+    """
     try:
-        cmdline = psutil.Process(pid).cmdline()
+        process = psutil.Process(pid)
+        cmdline = process.cmdline()
+        if not cmdline:
+            return process.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
     return module in cmdline and str(attempt_dir) in cmdline
