@@ -13,13 +13,14 @@ $(BIN)/python:
 	$(PIP) install --quiet --upgrade pip
 
 setup: $(BIN)/python
-	$(PIP) install --quiet -c constraints.txt -e '.[dev,kubeflow]'
+	$(PIP) install --quiet -c constraints.txt -e '.[dev,kubeflow,torch]'
 
 setup-demo: $(BIN)/python
 	$(PIP) install --quiet -c constraints.txt -e '.[torch]'
 
+# The main example: PyTorch DDP, 2 nodes x 2 processes, on the embedded local scheduler.
 demo: setup-demo
-	$(BIN)/dispatch validate examples/hello/job.yaml
+	$(BIN)/dispatch run examples/ddp/job.yaml
 
 lint: setup
 	$(BIN)/ruff check src tests bench examples

@@ -13,6 +13,8 @@ EXAMPLES = REPO / "examples"
 @pytest.fixture(autouse=True)
 def _isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DISPATCH_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setenv("DISPATCH_CONFIG", str(tmp_path / "no-config.yaml"))
+    config = tmp_path / "config.yaml"
+    config.write_text("clusters: []\n")
+    monkeypatch.setenv("DISPATCH_CONFIG", str(config))
     monkeypatch.delenv("DISPATCH_JOB", raising=False)
     monkeypatch.delenv("DISPATCH_ATTEMPT", raising=False)

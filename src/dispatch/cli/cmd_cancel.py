@@ -2,17 +2,56 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import click
 
-from dispatch.cli.common import not_built, output_option
+from dispatch.api import JobStatus
+from dispatch.cli import render
+from dispatch.cli.common import Settings, emit_json, fail, output_option, report_errors
+from dispatch.cli.session import client
+from dispatch.model import NotFound
 
 
 @click.command("cancel")
 @click.argument("job")
+@click.option("--reason", default="cancelled from the command line", help="Recorded with it.")
 @click.option(
-    "--reason", default="cancelled from the command line", help="Recorded with the cancel."
+    "--wait",
+    "wait_seconds",
+    type=float,
+    default=None,
+    help="Wait up to N seconds for the job to end.",
 )
 @output_option
-def command(job: str, reason: str, output: str) -> None:
-    """Cancel a job: stop its running attempt and start no new one."""
-    not_built("cancel", 3, output)
+@click.pass_obj
+@report_errors
+def command(
+    settings: Settings, job: str, reason: str, wait_seconds: float | None, output: str
+) -> None:
+    """Cancel a job: its running attempt is stopped and no new attempt starts. The cancel is
+    recorded with who asked and why; cancelling an ended job changes nothing."""
+    api = client(settings)
+
+    async def cancel() -> JobStatus:
+        status = await api.cancel(job, reason=reason)
+        if wait_seconds is not None and not status.is_terminal:
+            status = await api.wait(status.id, timeout=wait_seconds)
+        return status
+
+    try:
+        status = asyncio.run(cancel())
+    except NotFound as exc:
+        fail(str(exc), output=output)
+    except TimeoutError:
+        fail(
+            f"the job did not end within {wait_seconds:g} s; see `dispatch status {job}`",
+            output=output,
+        )
+    finally:
+        api.close()
+    if output == "json":
+        emit_json(status.to_json())
+        return
+    for line in render.status_lines(status):
+        click.echo(line)

@@ -2,14 +2,36 @@
 
 from __future__ import annotations
 
+import asyncio
+import sys
+
 import click
 
-from dispatch.cli.common import not_built, output_option
+from dispatch.cli import render
+from dispatch.cli.common import EXIT_FAILED, Settings, emit_json, output_option, report_errors
+from dispatch.cli.session import client
+from dispatch.model import load_spec
 
 
 @click.command("plan")
 @click.argument("spec_file", metavar="JOB.yaml")
 @output_option
-def command(spec_file: str, output: str) -> None:
-    """Show what a job would become on its cluster, and every refusal, creating nothing."""
-    not_built("plan", 6, output)
+@click.pass_obj
+@report_errors
+def command(settings: Settings, spec_file: str, output: str) -> None:
+    """Show the capability answers, every refusal, the weakened-identity reason and the exact
+    objects (or processes, or script) the job's first attempt would create. Creates nothing.
+    Exit 1 when the job would be refused."""
+    spec = load_spec(spec_file)
+    api = client(settings, background=False)
+    try:
+        plan = asyncio.run(api.plan(spec, spec_file=spec_file))
+    finally:
+        api.close()
+    if output == "json":
+        emit_json(plan.to_json())
+    else:
+        for line in render.plan_lines(plan):
+            click.echo(line)
+    if not plan.accepted:
+        sys.exit(EXIT_FAILED)

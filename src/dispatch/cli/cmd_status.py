@@ -2,14 +2,39 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import click
 
-from dispatch.cli.common import not_built, output_option
+from dispatch.cli import render
+from dispatch.cli.common import Settings, emit_json, fail, output_option, report_errors
+from dispatch.cli.session import client
+from dispatch.model import NotFound
 
 
 @click.command("status")
 @click.argument("job", required=False)
 @output_option
-def command(job: str | None, output: str) -> None:
-    """Show a job's state, cause, attempts and the supervisor's last decision."""
-    not_built("status", 3, output)
+@click.pass_obj
+@report_errors
+def command(settings: Settings, job: str | None, output: str) -> None:
+    """Show a job's state, cause, evidence, attempts and the supervisor's last decision.
+    JOB is a job id or an unambiguous prefix; without it, the most recent job."""
+    api = client(settings, background=False)
+    try:
+        if job is None:
+            recent = asyncio.run(api.list(limit=1))
+            if not recent:
+                fail("no jobs yet; submit one with `dispatch run JOB.yaml`", output=output)
+            job = recent[0].id
+        try:
+            status = asyncio.run(api.get(job))
+        except NotFound as exc:
+            fail(str(exc), output=output)
+    finally:
+        api.close()
+    if output == "json":
+        emit_json(status.to_json())
+        return
+    for line in render.status_lines(status):
+        click.echo(line)

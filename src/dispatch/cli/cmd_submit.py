@@ -1,16 +1,39 @@
-"""`dispatch submit`: submit a job and return at once; a background supervisor drives it."""
+"""`dispatch submit JOB.yaml`: submit a job and return at once."""
 
 from __future__ import annotations
 
+import asyncio
+
 import click
 
-from dispatch.cli.common import not_built, output_option
+from dispatch.cli.common import Settings, emit_json, output_option, report_errors
+from dispatch.cli.session import client
+from dispatch.model import load_spec
 
 
 @click.command("submit")
 @click.argument("spec_file", metavar="JOB.yaml")
-@click.option("--hold", is_flag=True, help="Accept the job but do not start it until released.")
 @output_option
-def command(spec_file: str, hold: bool, output: str) -> None:
-    """Submit a job and return at once; a background supervisor drives it."""
-    not_built("submit", 3, output)
+@click.pass_obj
+@report_errors
+def command(settings: Settings, spec_file: str, output: str) -> None:
+    """Submit a job and return at once; a background supervisor drives it to its end, even
+    after this terminal is closed. Follow it with `dispatch status` and `dispatch logs -f`."""
+    spec = load_spec(spec_file)
+    api = client(settings)
+    try:
+        status = asyncio.run(api.submit(spec, spec_file=spec_file))
+    finally:
+        api.close()
+    if output == "json":
+        emit_json(status.to_json())
+        return
+    click.echo(status.id)
+    click.echo(
+        click.style(
+            f"submitted to {status.cluster}; follow with: dispatch status {status.id}  |  "
+            f"dispatch logs -f {status.id}",
+            dim=True,
+        ),
+        err=True,
+    )

@@ -1,0 +1,80 @@
+"""The background supervisor that keeps submitted jobs moving after the terminal is gone.
+
+``ensure_supervisor`` starts ``python -m dispatch.api.background`` detached (a new session,
+no terminal, output to ``<state>/supervisor.log``). At most one background supervisor runs per
+state directory: each one waits for an exclusive lock on ``<state>/supervisor.lock`` before
+supervising, and exits once no job is left to drive. A process started while another holds
+the lock waits for it, then makes at least one pass, so a job submitted while the previous
+supervisor was about to exit is never left pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from dispatch.api.environment import Environment
+from dispatch.supervise import Supervisor
+
+LOCK_NAME = "supervisor.lock"
+LOG_NAME = "supervisor.log"
+POLL_INTERVAL = 1.0
+
+
+def ensure_supervisor(env: Environment) -> int:
+    """Start a detached background supervisor for ``env``'s state directory; returns its pid."""
+    env.state_dir.mkdir(parents=True, exist_ok=True)
+    variables = dict(os.environ)
+    variables["DISPATCH_STATE_DIR"] = str(env.state_dir)
+    if env.config.source is not None:
+        variables["DISPATCH_CONFIG"] = str(env.config.source)
+    with open(env.state_dir / LOG_NAME, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dispatch.api.background"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=variables,
+            start_new_session=True,
+            close_fds=True,
+        )
+    return process.pid
+
+
+async def supervise_until_idle(env: Environment) -> None:
+    """Drive every open job of ``env`` until none is left, then return."""
+    records = env.open_records()
+    owner = f"{socket.gethostname()}-{os.getpid()}-background"
+    supervisor = Supervisor(records, env.adapter, env.clock, owner, poll_interval=POLL_INTERVAL)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    try:
+        await supervisor.run(stop, until_idle=True)
+    finally:
+        records.close()
+
+
+def main() -> None:
+    env = Environment.load()
+    env.state_dir.mkdir(parents=True, exist_ok=True)
+    lock = os.open(env.state_dir / LOCK_NAME, os.O_CREAT | os.O_RDWR, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # wait for a running background supervisor, if any
+    try:
+        asyncio.run(supervise_until_idle(env))
+    finally:
+        os.close(lock)
+
+
+def lock_path(state_dir: Path) -> Path:
+    return state_dir / LOCK_NAME
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""``AsyncClient``: the one implementation of dispatch's Python API (the CLI calls it too).
+
+Submitting checks the cluster's capabilities first, so a refused job is never recorded nor
+created. A submitted job is driven by a supervisor: in-process for ``run`` (the caller follows
+it), or by a detached background supervisor for ``submit`` (the job outlives the caller).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from pathlib import Path
+
+from dispatch.adapters.base import OutputReader
+from dispatch.api.background import ensure_supervisor
+from dispatch.api.environment import Environment
+from dispatch.api.status import JobStatus
+from dispatch.model import (
+    CapabilityReport,
+    Job,
+    JobSpec,
+    NotBuiltYet,
+    NotFound,
+    Plan,
+    resolve_working_dir,
+)
+from dispatch.records import SqliteRecords
+from dispatch.supervise import Supervisor
+
+#: the id ``plan`` shows for a job that has not been submitted yet
+PREVIEW_SUFFIX = "preview"
+#: seconds between observations while ``run`` drives a job in the foreground
+DRIVE_POLL_INTERVAL = 0.25
+
+
+def default_actor() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no user name for this uid (containers)
+        return "unknown-user"
+
+
+class AsyncClient:
+    """Submit, follow, inspect and cancel jobs. Every method is a coroutine.
+
+    ``env`` defaults to the configuration and state directory of this process
+    (``$DISPATCH_CONFIG``, ``$DISPATCH_STATE_DIR``). ``background=False`` stops ``submit``
+    and ``cancel`` from starting a background supervisor (tests, or when a long-lived
+    ``dispatch supervise`` already runs).
+    """
+
+    def __init__(self, env: Environment | None = None, *, background: bool = True) -> None:
+        self.env = env or Environment.load()
+        self.background = background
+        self._records: SqliteRecords | None = None
+
+    @property
+    def records(self) -> SqliteRecords:
+        if self._records is None:
+            self._records = self.env.open_records()
+        return self._records
+
+    def close(self) -> None:
+        if self._records is not None:
+            self._records.close()
+            self._records = None
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self.close()
+
+    # --- before anything exists -------------------------------------------------------------
+
+    async def capabilities(self, spec: JobSpec) -> CapabilityReport:
+        """The spec's cluster's answers and its refusals for ``spec``; creates nothing."""
+        return await self.env.adapter(spec.cluster).capabilities(spec)
+
+    async def plan(self, spec: JobSpec, *, spec_file: str | Path | None = None) -> Plan:
+        """What attempt 1 of ``spec`` would be on its cluster, and every refusal; creates nothing."""
+        spec = resolve_working_dir(spec, spec_file)
+        job = Job(id=f"{spec.name}-{PREVIEW_SUFFIX}", spec=spec, created_at=self.env.clock.now())
+        return await self.env.adapter(spec.cluster).plan(job, 1)
+
+    # --- submitting ---------------------------------------------------------------------------
+
+    async def _accept(self, spec: JobSpec, spec_file: str | Path | None) -> Job:
+        spec = resolve_working_dir(spec, spec_file)
+        (await self.capabilities(spec)).raise_if_refused()
+        return self.records.create_job(spec)
+
+    async def submit(
+        self, spec: JobSpec, *, spec_file: str | Path | None = None, hold: bool = False
+    ) -> JobStatus:
+        """Record the job and return at once; a background supervisor drives it.
+
+        Raises ``Unsupported`` (nothing recorded or created) when the cluster refuses it,
+        ``ConfigError`` for an unknown cluster.
+        """
+        if hold:
+            raise NotBuiltYet("submitting a held job is not built yet")
+        job = await self._accept(spec, spec_file)
+        if self.background:
+            ensure_supervisor(self.env)
+        return await self.get(job.id)
+
+    async def run(
+        self,
+        spec: JobSpec,
+        *,
+        spec_file: str | Path | None = None,
+        on_submitted: Callable[[JobStatus], Awaitable[None] | None] | None = None,
+    ) -> JobStatus:
+        """Submit and drive the job in this process until it ends; returns its final status.
+
+        If the caller is cancelled (Ctrl-C), the job is cancelled and driven to its end first.
+        """
+        job = await self._accept(spec, spec_file)
+        if on_submitted is not None:
+            result = on_submitted(await self.get(job.id))
+            if result is not None:
+                await result
+        return await self.drive(job.id)
+
+    async def drive(self, job_id: str) -> JobStatus:
+        """Drive ``job_id`` in this process until it is terminal (cancelling it if interrupted)."""
+        supervisor = Supervisor(
+            self.records,
+            self.env.adapter,
+            self.env.clock,
+            f"{default_actor()}-run",
+            poll_interval=DRIVE_POLL_INTERVAL,
+        )
+        try:
+            await supervisor.drive(job_id)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            self.records.request_cancel(job_id, default_actor(), "interrupted (Ctrl-C)")
+            await asyncio.shield(supervisor.drive(job_id))
+            raise
+        return await self.get(job_id)
+
+    # --- reading --------------------------------------------------------------------------------
+
+    def resolve(self, job: str) -> str:
+        """A job id from an id or an unambiguous prefix of one. Raises ``NotFound``."""
+        try:
+            return self.records.get_job(job).id
+        except NotFound:
+            matches = [r.id for r in self.records.list_jobs() if r.id.startswith(job)]
+            if len(matches) == 1:
+                return matches[0]
+            if matches:
+                raise NotFound(
+                    f"{job!r} matches several jobs: {', '.join(sorted(matches)[:5])}"
+                ) from None
+            raise
+
+    async def get(self, job: str) -> JobStatus:
+        """The job's recorded status (raises ``NotFound``)."""
+        job_id = self.resolve(job)
+        record = self.records.get_job(job_id)
+        attempts = self.records.attempts(job_id)
+        evidence = {a.attempt: self.records.evidence(job_id, a.attempt) for a in attempts}
+        return JobStatus.of(record, attempts, self.records.log(job_id), evidence)
+
+    async def list(
+        self, *, include_ended: bool = True, limit: int | None = None
+    ) -> list[JobStatus]:
+        """Jobs, newest first (``include_ended=False``: only those not yet ended)."""
+        records = self.records.list_jobs(open_only=not include_ended, limit=limit)
+        return [JobStatus.of(r) for r in records]
+
+    async def wait(self, job: str, *, timeout: float | None = None, poll: float = 0.5) -> JobStatus:
+        """Wait until the job has ended and return its status. Raises ``TimeoutError``."""
+        job_id = self.resolve(job)
+
+        async def ended() -> JobStatus:
+            while True:
+                status = await self.get(job_id)
+                if status.is_terminal:
+                    return status
+                await self.env.clock.sleep(poll)
+
+        return await asyncio.wait_for(ended(), timeout)
+
+    # --- acting ---------------------------------------------------------------------------------
+
+    async def cancel(
+        self, job: str, *, actor: str | None = None, reason: str = "cancelled"
+    ) -> JobStatus:
+        """Ask for the job to be cancelled; the supervisor stops its attempt and starts no new
+        one. Cancelling an ended job changes nothing."""
+        job_id = self.resolve(job)
+        status = await self.get(job_id)
+        if not status.is_terminal:
+            self.records.request_cancel(job_id, actor or default_actor(), reason)
+            if self.background:
+                ensure_supervisor(self.env)
+        return await self.get(job_id)
+
+    async def logs(
+        self, job: str, *, rank: int | None = None, follow: bool = False, attempt: int | None = None
+    ) -> AsyncGenerator[str, None]:
+        """Output lines of one rank (or all ranks, prefixed) of the job's latest attempt."""
+        job_id = self.resolve(job)
+        record = self.records.get_job(job_id)
+        handles = [
+            a.handle
+            for a in self.records.attempts(job_id)
+            if a.handle is not None and attempt in (None, a.attempt)
+        ]
+        if not handles:
+            raise NotFound(f"job {job_id} has no started attempt yet")
+        handle = handles[-1]
+        adapter = self.env.adapter(record.job.spec.cluster)
+        if not isinstance(adapter, OutputReader):
+            raise NotBuiltYet(f"the {adapter.kind!r} adapter cannot read output")
+        async for line in adapter.read_output(handle, rank=rank, follow=follow):
+            yield line

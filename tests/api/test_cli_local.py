@@ -1,0 +1,186 @@
+"""The CLI verbs end to end on the local scheduler, each call a new process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from tests.api.conftest import dispatch
+
+OK = """
+    name: ok
+    nodes: 2
+    procsPerNode: 2
+    command: ["python", "main.py"]
+"""
+OK_SCRIPT = """
+    import os
+    print("rank", os.environ["RANK"], "attempt", os.environ["DISPATCH_ATTEMPT"], flush=True)
+"""
+FAILS = """
+    name: fails
+    nodes: 2
+    procsPerNode: 2
+    command: ["python", "main.py"]
+"""
+FAILS_SCRIPT = """
+    import os, sys, time
+    rank = int(os.environ["RANK"])
+    time.sleep(0.3)
+    if rank == 2:
+        sys.exit(3)
+    time.sleep(60)
+"""
+SLEEPS = """
+    name: sleeps
+    nodes: 1
+    procsPerNode: 2
+    command: ["python", "-c", "import time; print('up', flush=True); time.sleep(120)"]
+"""
+
+
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.2):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not met in time")
+
+
+def job_processes(job_id: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["environ"]):
+        try:
+            environ = process.info["environ"] or {}
+        except (psutil.AccessDenied, psutil.NoSuchProcess):
+            continue
+        if environ.get("DISPATCH_JOB") == job_id:
+            found.append(process)
+    return found
+
+
+def test_run_succeeds_and_prints_one_json_object(write_job) -> None:  # type: ignore[no-untyped-def]
+    spec = write_job("ok", OK, OK_SCRIPT)
+    done = dispatch("run", str(spec), "--output", "json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["state"] == "succeeded"
+    assert result["cause"] is None
+    assert [a["attempt"] for a in result["attempts"]] == [1]
+    assert {"job", "state", "cause", "summary", "firstFailure", "evidence", "attempts"} <= set(
+        result
+    )
+
+
+def test_run_failure_names_cause_rank_and_exit_code(write_job) -> None:  # type: ignore[no-untyped-def]
+    spec = write_job("fails", FAILS, FAILS_SCRIPT)
+    done = dispatch("run", str(spec), "--output", "json")
+    assert done.returncode == 1
+    result = json.loads(done.stdout)
+    assert (result["state"], result["cause"]) == ("failed", "app_error")
+    assert result["firstFailure"]["rank"] == 2
+    assert result["firstFailure"]["exitCode"] == 3
+
+
+def test_run_text_shows_ranks_output_and_the_summary(write_job) -> None:  # type: ignore[no-untyped-def]
+    spec = write_job("ok", OK, OK_SCRIPT)
+    done = dispatch("run", str(spec))
+    assert done.returncode == 0, done.stderr
+    for rank in range(4):
+        assert f"[rank {rank}] rank {rank} attempt 1" in done.stdout
+    assert "state     succeeded" in done.stdout
+
+
+def test_submit_returns_at_once_and_status_from_a_new_process(write_job) -> None:  # type: ignore[no-untyped-def]
+    spec = write_job("ok", OK, OK_SCRIPT)
+    submitted = dispatch("submit", str(spec), "-o", "json")
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = json.loads(submitted.stdout)["job"]
+
+    def ended() -> dict[str, object] | None:
+        status = json.loads(dispatch("status", job_id, "-o", "json").stdout)
+        return status if status["state"] in ("succeeded", "failed", "cancelled") else None
+
+    final = wait_for(ended)
+    assert final["state"] == "succeeded"
+    listed = json.loads(dispatch("list", "-o", "json").stdout)
+    assert [j["job"] for j in listed] == [job_id]
+    logs = dispatch("logs", job_id, "--rank", "3")
+    assert logs.stdout.strip() == "rank 3 attempt 1"
+
+
+def test_cancel_a_submitted_job(write_job) -> None:  # type: ignore[no-untyped-def]
+    spec = write_job("sleeps", SLEEPS)
+    job_id = json.loads(dispatch("submit", str(spec), "-o", "json").stdout)["job"]
+    wait_for(lambda: len(job_processes(job_id)) == 2)
+    done = dispatch("cancel", job_id, "--reason", "testing", "--wait", "60", "-o", "json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    status = json.loads(done.stdout)
+    assert (status["state"], status["cause"]) == ("cancelled", "cancelled")
+    assert status["cancelRequestedBy"]
+    wait_for(lambda: not job_processes(job_id), timeout=30)
+
+
+def test_ctrl_c_cancels_the_job_cleanly(write_job) -> None:  # type: ignore[no-untyped-def]
+    spec = write_job("sleeps", SLEEPS)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dispatch", "run", str(spec)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    listed = wait_for(lambda: json.loads(dispatch("list", "-o", "json").stdout))
+    job_id = listed[0]["job"]
+    wait_for(lambda: len(job_processes(job_id)) == 2)
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=60)
+    assert process.returncode == 130
+    status = json.loads(dispatch("status", job_id, "-o", "json").stdout)
+    assert (status["state"], status["cause"]) == ("cancelled", "cancelled")
+    wait_for(lambda: not job_processes(job_id), timeout=30)
+
+
+def test_a_refused_job_creates_nothing(write_job) -> None:  # type: ignore[no-untyped-def]
+    spec = write_job(
+        "gpu",
+        """
+        name: gpu
+        command: ["python", "-c", "pass"]
+        resources: {gpu: 1}
+        """,
+    )
+    done = dispatch("submit", str(spec), "-o", "json")
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["reasons"]
+    assert json.loads(dispatch("list", "-o", "json").stdout) == []
+
+
+def test_plan_shows_the_processes_and_creates_nothing(write_job) -> None:  # type: ignore[no-untyped-def]
+    spec = write_job("ok", OK, OK_SCRIPT)
+    done = dispatch("plan", str(spec), "-o", "json")
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert plan["accepted"] is True
+    ranks = [o for o in plan["objects"] if o["name"] != "attempt-runner"]
+    assert len(ranks) == 4
+    assert json.loads(dispatch("list", "-o", "json").stdout) == []
+
+
+def test_unknown_job_and_unknown_cluster_are_clear_errors(write_job, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    missing = dispatch("status", "nope", "-o", "json")
+    assert missing.returncode == 1
+    assert "nope" in json.loads(missing.stdout)["error"]
+    spec = write_job("elsewhere", "name: x\ncluster: prod\ncommand: [python]\n")
+    refused = dispatch("run", str(spec))
+    assert refused.returncode == 2
+    assert "no cluster named 'prod'" in refused.stderr
