@@ -180,10 +180,16 @@ class Cluster:
             ],
             "addresses": [{"type": "Hostname", "address": name}],
             "nodeInfo": {
-                "kubeletVersion": self.config.git_version,
-                "operatingSystem": "linux",
                 "architecture": "amd64",
+                "bootID": f"boot-{name}",
                 "containerRuntimeVersion": "emulated://1.0",
+                "kernelVersion": "6.1.0-emulated",
+                "kubeProxyVersion": "",
+                "kubeletVersion": self.config.git_version,
+                "machineID": f"machine-{name}",
+                "operatingSystem": "linux",
+                "osImage": "Emulated Linux",
+                "systemUUID": f"uuid-{name}",
             },
         }
         return self.store.patch(
