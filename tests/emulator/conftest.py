@@ -25,7 +25,9 @@ def trainjob(name: str, runtime: str = "torch-distributed", **spec: object) -> d
     }
 
 
-def pod(name: str, labels: dict[str, str] | None = None, containers: tuple[str, ...] = ("node",)) -> dict[str, object]:
+def pod(
+    name: str, labels: dict[str, str] | None = None, containers: tuple[str, ...] = ("node",)
+) -> dict[str, object]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -72,24 +72,39 @@ def test_pod_crud_conflict_and_not_found(api: client.ApiClient) -> None:
         core.read_namespaced_pod("p1", "default")
     assert exc.value.status == 404
     assert _status(exc.value) == {
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": 'pods "p1" not found', "reason": "NotFound",
-        "details": {"name": "p1", "kind": "pods"}, "code": 404,
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": 'pods "p1" not found',
+        "reason": "NotFound",
+        "details": {"name": "p1", "kind": "pods"},
+        "code": 404,
     }
 
 
 def test_unknown_namespace_is_404(api: client.ApiClient) -> None:
     with pytest.raises(ApiException) as exc:
         client.CoreV1Api(api).create_namespaced_config_map(
-            "nope", {"metadata": {"name": "c"}, "data": {}})
+            "nope", {"metadata": {"name": "c"}, "data": {}}
+        )
     assert exc.value.status == 404
     assert _status(exc.value)["message"] == 'namespaces "nope" not found'
 
 
 def test_generate_name_and_generation(api: client.ApiClient) -> None:
     batch = client.BatchV1Api(api)
-    job = {"metadata": {"generateName": "job-"}, "spec": {"template": {"spec": {
-        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}
+    job = {
+        "metadata": {"generateName": "job-"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox"}],
+                }
+            }
+        },
+    }
     created = batch.create_namespaced_job("default", job)
     name = created.metadata.name
     assert name.startswith("job-") and len(name) == len("job-") + 5
@@ -110,17 +125,34 @@ def test_custom_objects_status_subresource(api: client.ApiClient) -> None:
     assert "status" not in created  # status is not set on create
     # a status write changes only the status
     with_status = custom.patch_namespaced_custom_object_status(
-        *TRAINER, "default", "trainjobs", "tj1",
-        {"status": {"conditions": [{"type": "Suspended", "status": "True", "reason": "Suspended",
-                                    "message": "m", "lastTransitionTime": "2025-01-01T00:00:00Z"}]},
-         "spec": {"suspend": True}})
+        *TRAINER,
+        "default",
+        "trainjobs",
+        "tj1",
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Suspended",
+                        "status": "True",
+                        "reason": "Suspended",
+                        "message": "m",
+                        "lastTransitionTime": "2025-01-01T00:00:00Z",
+                    }
+                ]
+            },
+            "spec": {"suspend": True},
+        },
+    )
     assert with_status["status"]["conditions"][0]["type"] == "Suspended"
     assert "suspend" not in with_status["spec"]
     assert with_status["metadata"]["generation"] == 1
     # a main-resource write ignores status
     with_status["status"] = {}
     with_status["spec"]["suspend"] = True
-    replaced = custom.replace_namespaced_custom_object(*TRAINER, "default", "trainjobs", "tj1", with_status)
+    replaced = custom.replace_namespaced_custom_object(
+        *TRAINER, "default", "trainjobs", "tj1", with_status
+    )
     assert replaced["spec"]["suspend"] is True and replaced["metadata"]["generation"] == 2
     assert replaced["status"]["conditions"][0]["type"] == "Suspended"
 
@@ -130,20 +162,29 @@ def test_patch_types(api: client.ApiClient) -> None:
     core.create_namespaced_pod("default", pod("p", containers=("a", "b")))
     # the official client sends a dict body as strategic merge patch for built-in types:
     # containers merge by name
-    patched = core.patch_namespaced_pod("p", "default", {"spec": {"containers": [{"name": "b", "image": "x"}]}})
+    patched = core.patch_namespaced_pod(
+        "p", "default", {"spec": {"containers": [{"name": "b", "image": "x"}]}}
+    )
     assert [(c.name, c.image) for c in patched.spec.containers] == [("a", "busybox"), ("b", "x")]
     # a list body is a JSON patch
-    patched = core.patch_namespaced_pod("p", "default", [
-        {"op": "add", "path": "/metadata/labels/k", "value": "v"},
-        {"op": "replace", "path": "/spec/containers/0/image", "value": "y"}])
+    patched = core.patch_namespaced_pod(
+        "p",
+        "default",
+        [
+            {"op": "add", "path": "/metadata/labels/k", "value": "v"},
+            {"op": "replace", "path": "/spec/containers/0/image", "value": "y"},
+        ],
+    )
     assert patched.metadata.labels == {"k": "v"} and patched.spec.containers[0].image == "y"
     custom = client.CustomObjectsApi(api)
     custom.create_namespaced_custom_object(*TRAINER, "default", "trainjobs", trainjob("tj"))
-    merged = custom.patch_namespaced_custom_object(*TRAINER, "default", "trainjobs", "tj",
-                                                  {"metadata": {"labels": {"a": "1"}}})
+    merged = custom.patch_namespaced_custom_object(
+        *TRAINER, "default", "trainjobs", "tj", {"metadata": {"labels": {"a": "1"}}}
+    )
     assert merged["metadata"]["labels"] == {"a": "1"}
-    removed = custom.patch_namespaced_custom_object(*TRAINER, "default", "trainjobs", "tj",
-                                                   {"metadata": {"labels": {"a": None}}})
+    removed = custom.patch_namespaced_custom_object(
+        *TRAINER, "default", "trainjobs", "tj", {"metadata": {"labels": {"a": None}}}
+    )
     assert removed["metadata"].get("labels") == {}
 
 
@@ -154,14 +195,21 @@ def test_trainjob_invalid_name_gives_422_with_causes(api: client.ApiClient) -> N
     status = _status(exc.value)
     assert exc.value.status == 422 and status["reason"] == "Invalid"
     assert status["details"] == {
-        "name": "1bad", "group": "trainer.kubeflow.org", "kind": "TrainJob",
-        "causes": [{"reason": "FieldValueInvalid",
-                    "message": 'Invalid value: "object": metadata.name must match RFC 1035 DNS label format',
-                    "field": "<nil>"}],
+        "name": "1bad",
+        "group": "trainer.kubeflow.org",
+        "kind": "TrainJob",
+        "causes": [
+            {
+                "reason": "FieldValueInvalid",
+                "message": 'Invalid value: "object": metadata.name must match RFC 1035 DNS label format',
+                "field": "<nil>",
+            }
+        ],
     }
     assert status["message"] == (
         'TrainJob.trainer.kubeflow.org "1bad" is invalid: <nil>: Invalid value: "object": '
-        "metadata.name must match RFC 1035 DNS label format")
+        "metadata.name must match RFC 1035 DNS label format"
+    )
 
 
 def test_trainjob_schema_and_immutability(api: client.ApiClient) -> None:
@@ -173,16 +221,24 @@ def test_trainjob_schema_and_immutability(api: client.ApiClient) -> None:
     assert ("spec.suspend", "FieldValueInvalid") in causes
     assert ("<nil>", "FieldValueInvalid") in causes  # > 63 characters
     custom.create_namespaced_custom_object(
-        *TRAINER, "default", "trainjobs", trainjob("ok", trainer={"numNodes": 2}))
+        *TRAINER, "default", "trainjobs", trainjob("ok", trainer={"numNodes": 2})
+    )
     with pytest.raises(ApiException) as exc:
-        custom.patch_namespaced_custom_object(*TRAINER, "default", "trainjobs", "ok",
-                                              {"spec": {"trainer": {"numNodes": 3}}})
+        custom.patch_namespaced_custom_object(
+            *TRAINER, "default", "trainjobs", "ok", {"spec": {"trainer": {"numNodes": 3}}}
+        )
     assert exc.value.status == 422
-    assert _status(exc.value)["details"]["causes"] == [{
-        "reason": "FieldValueInvalid", "message": 'Invalid value: "object": field is immutable',
-        "field": "spec.trainer"}]
+    assert _status(exc.value)["details"]["causes"] == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": 'Invalid value: "object": field is immutable',
+            "field": "spec.trainer",
+        }
+    ]
     # suspend stays mutable
-    custom.patch_namespaced_custom_object(*TRAINER, "default", "trainjobs", "ok", {"spec": {"suspend": True}})
+    custom.patch_namespaced_custom_object(
+        *TRAINER, "default", "trainjobs", "ok", {"spec": {"suspend": True}}
+    )
 
 
 def test_label_and_field_selectors(api: client.ApiClient) -> None:
@@ -222,7 +278,9 @@ def test_list_pagination(api: client.ApiClient) -> None:
     assert not rest.metadata._continue
 
 
-def test_watch_from_resource_version_with_bookmarks(api: client.ApiClient, emulator: Emulator) -> None:
+def test_watch_from_resource_version_with_bookmarks(
+    api: client.ApiClient, emulator: Emulator
+) -> None:
     core = client.CoreV1Api(api)
     core.create_namespaced_config_map("default", {"metadata": {"name": "before"}})
     rv = core.list_namespaced_config_map("default").metadata.resource_version
@@ -236,8 +294,13 @@ def test_watch_from_resource_version_with_bookmarks(api: client.ApiClient, emula
     seen: list[tuple[str, str]] = []
     bookmarks = 0
     w = watch.Watch()
-    for event in w.stream(core.list_namespaced_config_map, "default", resource_version=rv,
-                          allow_watch_bookmarks=True, timeout_seconds=5):
+    for event in w.stream(
+        core.list_namespaced_config_map,
+        "default",
+        resource_version=rv,
+        allow_watch_bookmarks=True,
+        timeout_seconds=5,
+    ):
         if event["type"] == "BOOKMARK":
             bookmarks += 1
             if len(seen) == 3:
@@ -255,8 +318,9 @@ def test_watch_too_old_resource_version_is_410(api: client.ApiClient, emulator: 
     core.create_namespaced_config_map("default", {"metadata": {"name": "b"}})
     emulator.compact()
     with pytest.raises(ApiException) as exc:
-        for _ in watch.Watch().stream(core.list_namespaced_config_map, "default",
-                                      resource_version=old, timeout_seconds=5):
+        for _ in watch.Watch().stream(
+            core.list_namespaced_config_map, "default", resource_version=old, timeout_seconds=5
+        ):
             pass
     assert exc.value.status == 410
 
@@ -264,20 +328,41 @@ def test_watch_too_old_resource_version_is_410(api: client.ApiClient, emulator: 
 def test_cascading_deletion(api: client.ApiClient) -> None:
     custom = client.CustomObjectsApi(api)
     core = client.CoreV1Api(api)
-    owner = custom.create_namespaced_custom_object(*TRAINER, "default", "trainjobs", trainjob("own"))
-    ref = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "own",
-           "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
-    core.create_namespaced_config_map("default", {"metadata": {"name": "child", "ownerReferences": [ref]}})
+    owner = custom.create_namespaced_custom_object(
+        *TRAINER, "default", "trainjobs", trainjob("own")
+    )
+    ref = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "name": "own",
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    core.create_namespaced_config_map(
+        "default", {"metadata": {"name": "child", "ownerReferences": [ref]}}
+    )
     # background (the default for custom resources): owner gone at once, then the dependent
     custom.delete_namespaced_custom_object(*TRAINER, "default", "trainjobs", "own")
     assert [c.metadata.name for c in core.list_namespaced_config_map("default").items] == []
     # foreground: the owner waits (finalizer) until blocking dependents are gone
-    owner = custom.create_namespaced_custom_object(*TRAINER, "default", "trainjobs", trainjob("own"))
+    owner = custom.create_namespaced_custom_object(
+        *TRAINER, "default", "trainjobs", trainjob("own")
+    )
     ref["uid"] = owner["metadata"]["uid"]
-    core.create_namespaced_config_map("default", {"metadata": {
-        "name": "held", "finalizers": ["example.com/hold"], "ownerReferences": [ref]}})
-    custom.delete_namespaced_custom_object(*TRAINER, "default", "trainjobs", "own",
-                                           propagation_policy="Foreground")
+    core.create_namespaced_config_map(
+        "default",
+        {
+            "metadata": {
+                "name": "held",
+                "finalizers": ["example.com/hold"],
+                "ownerReferences": [ref],
+            }
+        },
+    )
+    custom.delete_namespaced_custom_object(
+        *TRAINER, "default", "trainjobs", "own", propagation_policy="Foreground"
+    )
     pending = custom.get_namespaced_custom_object(*TRAINER, "default", "trainjobs", "own")
     assert pending["metadata"]["finalizers"] == ["foregroundDeletion"]
     assert pending["metadata"]["deletionTimestamp"]
@@ -289,11 +374,28 @@ def test_cascading_deletion(api: client.ApiClient) -> None:
 
 def test_batch_jobs_orphan_pods_by_default(api: client.ApiClient) -> None:
     batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
-    job = batch.create_namespaced_job("default", {"metadata": {"name": "j"}, "spec": {"template": {
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}})
-    ref = {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": job.metadata.uid,
-           "controller": True, "blockOwnerDeletion": True}
-    core.create_namespaced_pod("default", {**pod("j-0"), "metadata": {"name": "j-0", "ownerReferences": [ref]}})
+    job = batch.create_namespaced_job(
+        "default",
+        {
+            "metadata": {"name": "j"},
+            "spec": {
+                "template": {
+                    "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}
+                }
+            },
+        },
+    )
+    ref = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": "j",
+        "uid": job.metadata.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    core.create_namespaced_pod(
+        "default", {**pod("j-0"), "metadata": {"name": "j-0", "ownerReferences": [ref]}}
+    )
     batch.delete_namespaced_job("j", "default")  # batch/v1 Jobs orphan their pods by default
     left = core.read_namespaced_pod("j-0", "default")
     assert left.metadata.owner_references is None
@@ -320,9 +422,18 @@ def test_self_subject_access_review(api: client.ApiClient, emulator: Emulator) -
     authz = client.AuthorizationV1Api(api)
 
     def allowed(verb: str, resource: str) -> bool:
-        review = authz.create_self_subject_access_review({"spec": {"resourceAttributes": {
-            "verb": verb, "group": "trainer.kubeflow.org", "resource": resource,
-            "namespace": "default"}}})
+        review = authz.create_self_subject_access_review(
+            {
+                "spec": {
+                    "resourceAttributes": {
+                        "verb": verb,
+                        "group": "trainer.kubeflow.org",
+                        "resource": resource,
+                        "namespace": "default",
+                    }
+                }
+            }
+        )
         return bool(review.status.allowed)
 
     assert allowed("create", "trainjobs")
@@ -330,5 +441,6 @@ def test_self_subject_access_review(api: client.ApiClient, emulator: Emulator) -
     assert not allowed("create", "trainjobs") and allowed("list", "trainjobs")
     with pytest.raises(ApiException) as exc:
         client.CustomObjectsApi(api).create_namespaced_custom_object(
-            *TRAINER, "default", "trainjobs", trainjob("t"))
+            *TRAINER, "default", "trainjobs", trainjob("t")
+        )
     assert exc.value.status == 403

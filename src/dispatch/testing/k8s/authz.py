@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 USER = "emulator-user"
 
@@ -54,3 +55,24 @@ class Authorizer:
     def message(verb: str, group: str, resource: str, namespace: str) -> str:
         where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
         return f'User "{USER}" cannot {verb} resource "{resource}" in API group "{group}"{where}'
+
+
+def access_review(authorizer: Authorizer, body: dict[str, Any]) -> dict[str, Any]:
+    """The answer to a SelfSubjectAccessReview ``body``: its spec with ``status.allowed``."""
+    attrs = (body.get("spec") or {}).get("resourceAttributes") or {}
+    resource = attrs.get("resource", "")
+    if attrs.get("subresource"):
+        resource = f"{resource}/{attrs['subresource']}"
+    allowed = authorizer.allowed(
+        attrs.get("verb", ""), attrs.get("group", ""), resource, attrs.get("namespace", "")
+    )
+    status: dict[str, Any] = {"allowed": allowed}
+    if not allowed:
+        status["reason"] = "denied by the emulator's authorization rules"
+    return {
+        "kind": "SelfSubjectAccessReview",
+        "apiVersion": "authorization.k8s.io/v1",
+        "metadata": {"creationTimestamp": None},
+        "spec": body.get("spec") or {},
+        "status": status,
+    }

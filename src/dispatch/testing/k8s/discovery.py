@@ -98,3 +98,21 @@ def resource_list(catalog: ResourceCatalog, group_name: str, version_name: str) 
         "groupVersion": gv,
         "resources": resources,
     }
+
+
+def document(catalog: ResourceCatalog, path: str, git_version: str) -> JsonObj | None:
+    """The discovery document at ``path``, or None if ``path`` is not a discovery path."""
+    parts = [p for p in path.split("/") if p]
+    if parts == ["version"]:
+        return version(git_version)
+    if parts == ["api"]:
+        return core_versions()
+    if parts == ["apis"]:
+        return group_list(catalog)
+    if len(parts) == 2 and parts[0] == "api":
+        return resource_list(catalog, "", parts[1])
+    if len(parts) == 2 and parts[0] == "apis":
+        return group(catalog, parts[1])
+    if len(parts) == 3 and parts[0] == "apis":
+        return resource_list(catalog, parts[1], parts[2])
+    return None

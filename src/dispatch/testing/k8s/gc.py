@@ -141,7 +141,14 @@ class GarbageCollector:
             if any(self._store.find_uid(o) is not None for o in others):
                 self._drop_reference(dtype, dep, owner_uid)
             elif not dep["metadata"].get("deletionTimestamp"):
-                self.delete(dtype, dep, policy, None)
+                # as the real GC: foreground only for dependents that have dependents
+                has_own = bool(self._store.dependents(dep["metadata"]["uid"]))
+                self.delete(
+                    dtype,
+                    dep,
+                    "Foreground" if policy == "Foreground" and has_own else "Background",
+                    None,
+                )
 
     def _drop_reference(self, dtype: ResourceType, dep: JsonObj, owner_uid: str) -> None:
         new = clone(dep)

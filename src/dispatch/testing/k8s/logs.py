@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
+from dispatch.testing.k8s.errors import bad_request
 from dispatch.testing.k8s.watch import Change
 
 LogKey = tuple[str, str, str]  # namespace, pod, container
@@ -69,3 +71,19 @@ class PodLogs:
             return
         for key in [k for k in self._logs if k[:2] == (change.namespace, change.name)]:
             self._logs.pop(key).finish()
+
+
+def choose_container(pod: dict[str, Any], requested: str) -> str:
+    """The container a log request is for, with the API server's errors (400)."""
+    name = pod["metadata"]["name"]
+    names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
+    if not requested:
+        if len(names) != 1:
+            raise bad_request(
+                f"a container name must be specified for pod {name}, "
+                f"choose one of: [{' '.join(names)}]"
+            )
+        return names[0]
+    if requested not in names:
+        raise bad_request(f"container {requested} is not valid for pod {name}")
+    return requested

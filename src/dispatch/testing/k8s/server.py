@@ -19,10 +19,10 @@ from aiohttp import web
 from dispatch.clock import Clock, SystemClock
 from dispatch.testing.k8s import discovery, errors
 from dispatch.testing.k8s.accounting import RequestAccounting
-from dispatch.testing.k8s.authz import Authorizer
+from dispatch.testing.k8s.authz import Authorizer, access_review
 from dispatch.testing.k8s.errors import ApiError
 from dispatch.testing.k8s.faults import FaultDecision, FaultInjector
-from dispatch.testing.k8s.logs import PodLogs
+from dispatch.testing.k8s.logs import PodLogs, choose_container
 from dispatch.testing.k8s.patch import APPLY_PATCH
 from dispatch.testing.k8s.routing import NotAResource, RequestInfo, parse
 from dispatch.testing.k8s.selectors import FieldSelector, LabelSelector
@@ -108,6 +108,8 @@ class ApiServer:
     async def stop(self) -> None:
         for sub in list(self._watches):
             sub.close()
+        if self._watches:  # let the closed watch streams end their responses cleanly
+            await self.wall.sleep(0.05)
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -120,23 +122,6 @@ class ApiServer:
         except ApiError as exc:
             return _error(exc)
 
-    def _discovery(self, path: str) -> JsonObj | None:
-        catalog = self.store.catalog
-        parts = [p for p in path.split("/") if p]
-        if parts == ["version"]:
-            return discovery.version(self.git_version)
-        if parts == ["api"]:
-            return discovery.core_versions()
-        if parts == ["apis"]:
-            return discovery.group_list(catalog)
-        if len(parts) == 2 and parts[0] == "api":
-            return discovery.resource_list(catalog, "", parts[1])
-        if len(parts) == 2 and parts[0] == "apis":
-            return discovery.group(catalog, parts[1])
-        if len(parts) == 3 and parts[0] == "apis":
-            return discovery.resource_list(catalog, parts[1], parts[2])
-        return None
-
     async def _route(self, request: web.Request) -> web.StreamResponse:
         path = request.path
         query = dict(request.query)
@@ -145,7 +130,11 @@ class ApiServer:
         try:
             info = parse(path, request.method, query, self.store.catalog)
         except NotAResource:
-            found = self._discovery(path) if request.method == "GET" else None
+            found = (
+                discovery.document(self.store.catalog, path, self.git_version)
+                if request.method == "GET"
+                else None
+            )
             self.accounting.request("get", "discovery")
             if found is None:
                 raise ApiError(
@@ -202,6 +191,14 @@ class ApiServer:
         raw = await request.read()
         if not raw:
             return {}
+        if "protobuf" in request.content_type or "cbor" in request.content_type:
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an "
+                "unknown format - accepted media types include: application/json, "
+                "application/yaml",
+            )
         try:
             if request.content_type == APPLY_PATCH:
                 return yaml.safe_load(raw)
@@ -295,29 +292,10 @@ class ApiServer:
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be an object")
         if info.rtype.storage == ("authorization.k8s.io", "selfsubjectaccessreviews"):
-            return _json(self._access_review(body), 201)
+            return _json(access_review(self.authorizer, body), 201)
         if info.name or info.subresource:
             raise errors.method_not_allowed()
         return _json(self.store.create(info.rtype, info.namespace, body), 201)
-
-    def _access_review(self, body: JsonObj) -> JsonObj:
-        attrs = (body.get("spec") or {}).get("resourceAttributes") or {}
-        resource = attrs.get("resource", "")
-        if attrs.get("subresource"):
-            resource = f"{resource}/{attrs['subresource']}"
-        allowed = self.authorizer.allowed(
-            attrs.get("verb", ""), attrs.get("group", ""), resource, attrs.get("namespace", "")
-        )
-        status: JsonObj = {"allowed": allowed}
-        if not allowed:
-            status["reason"] = "denied by the emulator's authorization rules"
-        return {
-            "kind": "SelfSubjectAccessReview",
-            "apiVersion": "authorization.k8s.io/v1",
-            "metadata": {"creationTimestamp": None},
-            "spec": body.get("spec") or {},
-            "status": status,
-        }
 
     async def _update(
         self, request: web.Request, info: RequestInfo, query: dict[str, str], fault: FaultDecision
@@ -414,17 +392,7 @@ class ApiServer:
     async def _log(
         self, request: web.Request, info: RequestInfo, query: dict[str, str], pod: JsonObj
     ) -> web.StreamResponse:
-        names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
-        container = query.get("container") or ""
-        if not container:
-            if len(names) != 1:
-                raise errors.bad_request(
-                    f"a container name must be specified for pod {info.name}, "
-                    f"choose one of: [{' '.join(str(n) for n in names)}]"
-                )
-            container = str(names[0])
-        elif container not in names:
-            raise errors.bad_request(f"container {container} is not valid for pod {info.name}")
+        container = choose_container(pod, query.get("container") or "")
         log = self.logs.log(info.namespace, info.name, container)
         return await serve_log(
             request,
