@@ -144,11 +144,10 @@ class ApiServer:
         self.accounting.request(info.verb, info.resource)
         fault = self.faults.decide(info.verb, info.resource, info.namespace, info.name)
         await self._inject(request, fault)
-        if (
-            info.verb not in info.rtype.verbs
-            or (info.subresource and info.subresource not in ("status", *info.rtype.subresources))
-            or (info.subresource == "status" and not info.rtype.status)
-        ):
+        known = (("status",) if info.rtype.status else ()) + info.rtype.subresources
+        if info.subresource and info.subresource not in known:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        if info.verb not in info.rtype.verbs:
             raise errors.method_not_allowed()
         group, res = info.rtype.group, info.resource
         if self.authorizer.enforce and not self.authorizer.allowed(
