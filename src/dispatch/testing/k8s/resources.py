@@ -1,0 +1,250 @@
+"""The resource types the emulator serves, as discovery describes them.
+
+A :class:`ResourceType` is one REST resource at one group/version. Several versions (or groups)
+of one resource share one *storage* (``storage`` key): Kueue Workloads at ``v1beta1`` and
+``v1beta2``, core ``v1`` Events and ``events.k8s.io/v1`` Events. The store keeps one copy of
+each object, in the representation of the resource type whose ``storage_version`` is true, and
+converts on the way in and out (:mod:`dispatch.testing.k8s.conversion`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+CREATE_ONLY = ("create",)
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """One resource at one group/version, with the semantics the store needs."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    singular: str = ""
+    short_names: tuple[str, ...] = ()
+    status: bool = False  # has a /status subresource
+    subresources: tuple[str, ...] = ()  # other subresources (``log``)
+    verbs: tuple[str, ...] = ALL_VERBS
+    builtin: bool = True  # built-in types; custom resources (CRDs) behave slightly differently
+    storage_version: bool = True
+    default_propagation: str = "Background"  # batch/v1 Jobs orphan by default
+    categories: tuple[str, ...] = ()
+    has_generation: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def storage(self) -> tuple[str, str]:
+        """Key shared by every version of the same stored resource."""
+        return (_STORAGE_GROUP.get((self.group, self.plural), self.group), self.plural)
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    @property
+    def singular_name(self) -> str:
+        return self.singular or self.kind.lower()
+
+    def __str__(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+# events.k8s.io Events live in core Events' storage.
+_STORAGE_GROUP = {("events.k8s.io", "events"): ""}
+
+
+def _crd(
+    group: str, version: str, plural: str, kind: str, namespaced: bool, **kw: Any
+) -> ResourceType:
+    return ResourceType(group, version, plural, kind, namespaced, builtin=False, **kw)
+
+
+DEFAULT_RESOURCES: tuple[ResourceType, ...] = (
+    ResourceType(
+        "",
+        "v1",
+        "namespaces",
+        "Namespace",
+        False,
+        short_names=("ns",),
+        status=True,
+        verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
+        has_generation=False,
+    ),
+    ResourceType(
+        "", "v1", "nodes", "Node", False, short_names=("no",), status=True, has_generation=False
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "pods",
+        "Pod",
+        True,
+        short_names=("po",),
+        status=True,
+        subresources=("log",),
+        categories=("all",),
+    ),
+    ResourceType("", "v1", "events", "Event", True, short_names=("ev",), has_generation=False),
+    ResourceType(
+        "", "v1", "configmaps", "ConfigMap", True, short_names=("cm",), has_generation=False
+    ),
+    ResourceType("", "v1", "secrets", "Secret", True, has_generation=False),
+    ResourceType(
+        "",
+        "v1",
+        "services",
+        "Service",
+        True,
+        short_names=("svc",),
+        status=True,
+        categories=("all",),
+    ),
+    ResourceType(
+        "events.k8s.io",
+        "v1",
+        "events",
+        "Event",
+        True,
+        short_names=("ev",),
+        storage_version=False,
+        has_generation=False,
+    ),
+    ResourceType(
+        "batch",
+        "v1",
+        "jobs",
+        "Job",
+        True,
+        status=True,
+        categories=("all",),
+        default_propagation="Orphan",
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        False,
+        verbs=CREATE_ONLY,
+        has_generation=False,
+    ),
+    _crd("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True, status=True),
+    _crd("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", True, status=True),
+    _crd("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime", True),
+    _crd(
+        "trainer.kubeflow.org",
+        "v1alpha1",
+        "clustertrainingruntimes",
+        "ClusterTrainingRuntime",
+        False,
+    ),
+    _crd(
+        "kueue.x-k8s.io", "v1beta2", "workloads", "Workload", True, status=True, short_names=("wl",)
+    ),
+    _crd(
+        "kueue.x-k8s.io",
+        "v1beta1",
+        "workloads",
+        "Workload",
+        True,
+        status=True,
+        short_names=("wl",),
+        storage_version=False,
+    ),
+    _crd(
+        "kueue.x-k8s.io",
+        "v1beta2",
+        "clusterqueues",
+        "ClusterQueue",
+        False,
+        status=True,
+        short_names=("cq",),
+    ),
+    _crd(
+        "kueue.x-k8s.io",
+        "v1beta2",
+        "localqueues",
+        "LocalQueue",
+        True,
+        status=True,
+        short_names=("lq",),
+    ),
+    _crd(
+        "kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", False, short_names=("rf",)
+    ),
+    _crd("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass", False),
+    _crd(
+        "scheduling.x-k8s.io",
+        "v1alpha1",
+        "podgroups",
+        "PodGroup",
+        True,
+        status=True,
+        short_names=("pg",),
+    ),
+)
+
+
+@dataclass
+class ResourceCatalog:
+    """Lookup of resource types by (group, version, plural) and by storage key."""
+
+    types: list[ResourceType] = field(default_factory=lambda: list(DEFAULT_RESOURCES))
+
+    def __post_init__(self) -> None:
+        self._index = {(t.group, t.version, t.plural): t for t in self.types}
+
+    def add(self, rtype: ResourceType) -> None:
+        self.types.append(rtype)
+        self._index[(rtype.group, rtype.version, rtype.plural)] = rtype
+
+    def __iter__(self) -> Iterator[ResourceType]:
+        return iter(self.types)
+
+    def find(self, group: str, version: str, plural: str) -> ResourceType | None:
+        return self._index.get((group, version, plural))
+
+    def by_kind(self, api_version: str, kind: str) -> ResourceType | None:
+        for t in self.types:
+            if t.api_version == api_version and t.kind == kind:
+                return t
+        return None
+
+    def storage_type(self, rtype: ResourceType) -> ResourceType:
+        """The version whose representation the store keeps for ``rtype``'s storage."""
+        for t in self.types:
+            if t.storage == rtype.storage and t.storage_version:
+                return t
+        return rtype
+
+    def groups(self) -> dict[str, list[str]]:
+        """Group name -> served versions, in registration order (core group under ``""``)."""
+        out: dict[str, list[str]] = {}
+        for t in self.types:
+            versions = out.setdefault(t.group, [])
+            if t.version not in versions:
+                versions.append(t.version)
+        return out
+
+    def in_group_version(self, group: str, version: str) -> Iterable[ResourceType]:
+        return [t for t in self.types if t.group == group and t.version == version]
+
+    def resolve(self, name: str) -> ResourceType | None:
+        """A resource by plural, singular, short name or ``plural.group`` (as kubectl names)."""
+        plural, _, group = name.partition(".")
+        for t in self.types:
+            if group and t.group != group:
+                continue
+            if plural in (t.plural, t.singular_name, *t.short_names) and t.storage_version:
+                return t
+        return None

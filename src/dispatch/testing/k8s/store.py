@@ -1,0 +1,397 @@
+"""The in-memory object store with the semantics of the Kubernetes API server.
+
+Guarantees (every public method runs synchronously on the emulator's event-loop thread and is
+therefore atomic):
+
+- One global resourceVersion counter; every write bumps it and records one watch change.
+- ``uid``, ``creationTimestamp``, ``generation`` (bumped when anything but metadata or status
+  changes, and when deletion starts), ``generateName`` and namespace handling as a real server.
+- Resources with a status subresource: ``create`` and main-resource writes keep the stored
+  status; ``/status`` writes change only the status.
+- Optimistic concurrency: a write naming a stale ``metadata.resourceVersion`` is a 409 Conflict.
+- A write that changes nothing is not a change (no new resourceVersion, no watch event).
+- Deletion honours finalizers, preconditions and propagation (``Background``, ``Foreground``,
+  ``Orphan``); dependents are collected by :mod:`dispatch.testing.k8s.gc`.
+- Admission plugins (:mod:`dispatch.testing.k8s.admission`) run on every create and update.
+- Objects handed out are copies; callers may modify them freely.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from dispatch.clock import Clock
+from dispatch.testing.k8s import errors
+from dispatch.testing.k8s.admission import AdmissionChain, AdmissionRequest
+from dispatch.testing.k8s.conversion import from_storage, to_storage
+from dispatch.testing.k8s.errors import FieldError
+from dispatch.testing.k8s.gc import GarbageCollector
+from dispatch.testing.k8s.meta import Identity
+from dispatch.testing.k8s.patch import APPLY_PATCH, apply_patch, clone
+from dispatch.testing.k8s.resources import ResourceCatalog, ResourceType
+from dispatch.testing.k8s.selectors import FieldSelector, LabelSelector
+from dispatch.testing.k8s.strategy import (
+    check_kind,
+    finished_deleting,
+    prepare_create,
+    prepare_update,
+    set_namespace,
+)
+from dispatch.testing.k8s.tables import Key, Tables
+from dispatch.testing.k8s.validation import metadata_errors
+from dispatch.testing.k8s.watch import Change, Selection, Subscription
+
+JsonObj = dict[str, Any]
+_SYSTEM_META = (
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "resourceVersion",
+    "namespace",
+    "name",
+)
+
+
+@dataclass(frozen=True)
+class ObjectList:
+    items: list[JsonObj]
+    resource_version: int
+    continue_token: str = ""
+    remaining: int | None = None
+
+
+class Store:
+    """Objects of every served resource, their history, and the operations on them."""
+
+    def __init__(
+        self,
+        catalog: ResourceCatalog,
+        clock: Clock,
+        identity: Identity,
+        *,
+        history_window: float = 300.0,
+        history_limit: int = 200_000,
+    ) -> None:
+        self.catalog = catalog
+        self.clock = clock
+        self.identity = identity
+        self.admission = AdmissionChain()
+        self.tables = Tables(clock, history_window, history_limit)
+        self.history = self.tables.history
+        self.gc = GarbageCollector(self)
+        # storage key -> grace seconds for a deletion, or None to delete at once (the kubelet
+        # registers pods here so that deleting a running pod waits for the kubelet).
+        self.graceful_deletion: dict[tuple[str, str], Callable[[JsonObj], int | None]] = {}
+
+    # ----------------------------------------------------------------- reading
+
+    @property
+    def resource_version(self) -> int:
+        return self.tables.rv
+
+    def _storage(self, rtype: ResourceType) -> ResourceType:
+        return self.catalog.storage_type(rtype)
+
+    def _table(self, stype: ResourceType) -> dict[Key, JsonObj]:
+        return self.tables.table(stype)
+
+    def _key(self, rtype: ResourceType, namespace: str | None, name: str) -> Key:
+        return ((namespace or "") if rtype.namespaced else "", name)
+
+    def _stored(self, rtype: ResourceType, namespace: str | None, name: str) -> JsonObj:
+        obj = self._table(self._storage(rtype)).get(self._key(rtype, namespace, name))
+        if obj is None:
+            raise errors.not_found(rtype.group, rtype.plural, name)
+        return obj
+
+    def _out(self, rtype: ResourceType, obj: JsonObj) -> JsonObj:
+        out: JsonObj = clone(from_storage(rtype, self._storage(rtype), obj))
+        return out
+
+    def get(self, rtype: ResourceType, namespace: str | None, name: str) -> JsonObj:
+        return self._out(rtype, self._stored(rtype, namespace, name))
+
+    def find_uid(self, uid: str) -> tuple[ResourceType, JsonObj] | None:
+        """The stored object with ``uid`` (storage representation, read-only) or None."""
+        return self.tables.find_uid(uid)
+
+    def dependents(self, uid: str) -> builtins.list[tuple[ResourceType, JsonObj]]:
+        return self.tables.dependents(uid)
+
+    def objects(self, rtype: ResourceType) -> builtins.list[JsonObj]:
+        """Every stored object of ``rtype``'s storage, read-only, in (namespace, name) order."""
+        table = self._table(self._storage(rtype))
+        return [table[k] for k in sorted(table)]
+
+    def list(
+        self,
+        rtype: ResourceType,
+        namespace: str | None = None,
+        *,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> ObjectList:
+        """Matching objects in (namespace, name) order; ``limit``/``continue`` page through
+        the current objects (not a snapshot: a fidelity limit)."""
+        sel = Selection(
+            None,
+            namespace if rtype.namespaced else None,
+            labels or LabelSelector(),
+            fields or FieldSelector(),
+        )
+        stype = self._storage(rtype)
+        table = self._table(stype)
+        list_rv, start = self.tables.rv, None
+        if continue_token:
+            list_rv, start = _decode_continue(continue_token)
+            if list_rv < self.history.compacted_rv:
+                raise errors.gone(
+                    "The provided continue parameter is too old to display a "
+                    "consistent list result. You can start a new list without "
+                    "the continue parameter."
+                )
+        keys = sorted(k for k in table if start is None or k > start)
+        matched = [table[k] for k in keys if sel.matches_object(stype, table[k])]
+        token, remaining = "", None
+        if limit and len(matched) > limit:
+            last = matched[limit - 1]["metadata"]
+            token = _encode_continue(list_rv, (last.get("namespace", ""), last["name"]))
+            remaining = len(matched) - limit
+            matched = matched[:limit]
+        return ObjectList([self._out(rtype, o) for o in matched], list_rv, token, remaining)
+
+    # ----------------------------------------------------------------- watching
+
+    def subscribe(
+        self,
+        rtypes: Iterable[ResourceType] | None = None,
+        *,
+        namespace: str | None = None,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+        since: int | None = None,
+    ) -> Subscription:
+        """Changes to the selected objects after ``since`` (None: current objects first).
+        Events carry storage-representation objects; 410 if ``since`` is compacted."""
+        types = list(rtypes) if rtypes is not None else None
+        storages = frozenset(t.storage for t in types) if types is not None else None
+        sel = Selection(storages, namespace, labels or LabelSelector(), fields or FieldSelector())
+        initial = (
+            [(self._storage(t), o) for t in (types or list(self.catalog)) for o in self.objects(t)]
+            if not since
+            else []
+        )
+        return self.history.subscribe(sel, since, initial)
+
+    def on_change(self, hook: Callable[[Change], None]) -> None:
+        """Call ``hook`` synchronously after every change (internal reactions)."""
+        self.tables.hooks.append(hook)
+
+    def compact(self) -> None:
+        """Forget history: any watch from an older resourceVersion now gets 410 Gone."""
+        self.history.compact(self.tables.rv)
+
+    # ----------------------------------------------------------------- writing
+
+    def _admit(
+        self,
+        op: str,
+        rtype: ResourceType,
+        obj: JsonObj,
+        old: JsonObj | None,
+        subresource: str | None,
+    ) -> None:
+        stype = self._storage(rtype)
+        found = [] if subresource else metadata_errors(stype, obj)
+        found += self.admission.admit(AdmissionRequest(op, stype, obj, old, subresource, self))
+        if found:
+            name = str(obj["metadata"].get("name", ""))
+            raise errors.invalid(rtype.group, rtype.kind, name, found)
+
+    def create(self, rtype: ResourceType, namespace: str | None, body: JsonObj) -> JsonObj:
+        stype = self._storage(rtype)
+        check_kind(rtype, body)
+        obj = to_storage(rtype, stype, clone(body))
+        set_namespace(rtype, obj, namespace)
+        m = obj["metadata"]
+        if rtype.namespaced:
+            self._check_namespace(rtype, m["namespace"], m.get("name", ""))
+        prepare_create(rtype, stype, obj, self.identity, self.clock.now())
+        table = self._table(stype)
+        while self._key(rtype, m.get("namespace"), m["name"]) in table:
+            if not m.get("generateName"):
+                raise errors.already_exists(rtype.group, rtype.plural, m["name"])
+            m["name"] = self.identity.generated_name(m["generateName"])
+        self._admit("CREATE", rtype, obj, None, None)
+        self.tables.commit(stype, "ADDED", obj, None)
+        self.gc.created(obj)
+        self.gc.drain()
+        return self._out(rtype, obj)
+
+    def update(
+        self,
+        rtype: ResourceType,
+        namespace: str | None,
+        name: str,
+        body: JsonObj,
+        *,
+        subresource: str | None = None,
+        unconditional: bool = False,
+    ) -> JsonObj:
+        """PUT. ``unconditional`` (used by patches) allows a body without resourceVersion."""
+        stype = self._storage(rtype)
+        existing = self._stored(rtype, namespace, name)
+        check_kind(rtype, body)
+        new = to_storage(rtype, stype, clone(body))
+        new = prepare_update(rtype, stype, new, existing, subresource, unconditional=unconditional)
+        self._admit("UPDATE", rtype, new, existing, subresource)
+        new["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+        if new == existing:
+            return self._out(rtype, existing)
+        if finished_deleting(new):
+            self.tables.commit(stype, "DELETED", new, existing)
+            self.gc.removed(new)
+        else:
+            self.tables.commit(stype, "MODIFIED", new, existing)
+            self.gc.updated(new)
+        self.gc.drain()
+        return self._out(rtype, new)
+
+    def patch(
+        self,
+        rtype: ResourceType,
+        namespace: str | None,
+        name: str,
+        patch_type: str,
+        body: Any,
+        *,
+        subresource: str | None = None,
+        field_manager: str | None = None,
+    ) -> JsonObj:
+        """Patch (merge, JSON, strategic merge, apply) then write as :meth:`update`. Apply
+        (server-side apply) is a merge patch that creates a missing object; no field
+        ownership is tracked."""
+        if patch_type == APPLY_PATCH:
+            if not field_manager:
+                raise errors.invalid(
+                    "meta.k8s.io",
+                    "PatchOptions",
+                    "",
+                    [FieldError.required("fieldManager", "is required for apply patch")],
+                )
+            key = self._key(rtype, namespace, name)
+            if key not in self._table(self._storage(rtype)):
+                return self.create(rtype, namespace, body)
+        current = self.get(rtype, namespace, name)
+        patched = apply_patch(patch_type, current, body, builtin=rtype.builtin)
+        if not isinstance(patched, dict):
+            raise errors.bad_request("patch did not produce an object")
+        return self.update(
+            rtype, namespace, name, patched, subresource=subresource, unconditional=True
+        )
+
+    def delete(
+        self,
+        rtype: ResourceType,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation: str | None = None,
+        preconditions: JsonObj | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> tuple[JsonObj, bool]:
+        """Delete; returns the object and whether it is gone now (False: deletion pending on
+        finalizers, dependents in the foreground, or graceful termination)."""
+        stype = self._storage(rtype)
+        existing = self._stored(rtype, namespace, name)
+        pre = preconditions or {}
+        m = existing["metadata"]
+        if pre.get("uid") and pre["uid"] != m["uid"]:
+            raise errors.conflict(
+                rtype.group,
+                rtype.plural,
+                name,
+                f"Precondition failed: UID in precondition: {pre['uid']}, "
+                f"UID in object meta: {m['uid']}",
+            )
+        if pre.get("resourceVersion") and pre["resourceVersion"] != m["resourceVersion"]:
+            raise errors.conflict(
+                rtype.group,
+                rtype.plural,
+                name,
+                "Precondition failed: ResourceVersion in precondition: "
+                f"{pre['resourceVersion']}, ResourceVersion in object meta: "
+                f"{m['resourceVersion']}",
+            )
+        policy = propagation or rtype.default_propagation
+        state, _ = self.gc.delete(stype, existing, policy, grace_period_seconds)
+        self.gc.drain()
+        return self._out(rtype, state), self.find_uid(m["uid"]) is None
+
+    def delete_collection(
+        self,
+        rtype: ResourceType,
+        namespace: str | None,
+        *,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+        propagation: str | None = None,
+    ) -> builtins.list[JsonObj]:
+        listed = self.list(rtype, namespace, labels=labels, fields=fields)
+        out = []
+        for item in listed.items:
+            m = item["metadata"]
+            obj, _ = self.delete(rtype, m.get("namespace"), m["name"], propagation=propagation)
+            out.append(obj)
+        return out
+
+    # ----------------------------------------------------------------- system writes (GC)
+
+    def system_write(self, stype: ResourceType, obj: JsonObj, *, remove: bool = False) -> None:
+        """Write ``obj`` (storage representation) without admission: for the garbage
+        collector and namespace lifecycle only."""
+        key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+        old = self._table(stype).get(key)
+        self.tables.commit(
+            stype, "DELETED" if remove else ("MODIFIED" if old else "ADDED"), obj, old
+        )
+
+    # ----------------------------------------------------------------- checks
+
+    def _check_namespace(self, rtype: ResourceType, namespace: str, name: str) -> None:
+        ns_type = self.catalog.find("", "v1", "namespaces")
+        if ns_type is None:
+            return
+        ns = self._table(ns_type).get(("", namespace))
+        if ns is None:
+            raise errors.not_found("", "namespaces", namespace)
+        if ns["metadata"].get("deletionTimestamp"):
+            raise errors.forbidden(
+                rtype.group,
+                rtype.plural,
+                name,
+                f"unable to create new content in namespace {namespace} "
+                "because it is being terminated",
+            )
+
+
+def _encode_continue(rv: int, start: Key) -> str:
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": list(start)}).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_continue(token: str) -> tuple[int, Key]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return int(data["rv"]), (str(data["start"][0]), str(data["start"][1]))
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise errors.bad_request(f"continue key is not valid: {exc}") from exc

@@ -1,0 +1,104 @@
+"""The exact bytes on the wire, read with the standard library (no client in between)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+from dispatch.testing.k8s import Emulator
+
+from .conftest import trainjob
+
+TJ = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs"
+
+
+def _call(
+    emulator: Emulator,
+    method: str,
+    path: str,
+    body: Any = None,
+    content_type: str = "application/json",
+) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(
+        emulator.url + path, data=data, method=method, headers={"Content-Type": content_type}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def _watch_lines(emulator: Emulator, path: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(emulator.url + path, timeout=10) as resp:
+        return [json.loads(line) for line in resp.read().splitlines()]
+
+
+def test_send_initial_events_ends_with_annotated_bookmark(emulator: Emulator) -> None:
+    _call(emulator, "POST", TJ, trainjob("a"))
+    events = _watch_lines(
+        emulator,
+        TJ + "?watch=1&sendInitialEvents=true&allowWatchBookmarks=true"
+        "&resourceVersionMatch=NotOlderThan&timeoutSeconds=1",
+    )
+    assert events[0]["type"] == "ADDED" and events[0]["object"]["metadata"]["name"] == "a"
+    assert events[1]["type"] == "BOOKMARK"
+    assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+def test_watch_from_compacted_version_is_one_error_event(emulator: Emulator) -> None:
+    _call(emulator, "POST", TJ, trainjob("a"))
+    emulator.compact()
+    events = _watch_lines(emulator, TJ + "?watch=true&resourceVersion=2")
+    assert len(events) == 1 and events[0]["type"] == "ERROR"
+    status = events[0]["object"]
+    assert (status["kind"], status["code"], status["reason"]) == ("Status", 410, "Expired")
+    assert status["message"].startswith("too old resource version: 2 (")
+
+
+def test_delete_answers_a_success_status(emulator: Emulator) -> None:
+    _, created = _call(emulator, "POST", TJ, trainjob("a"))
+    code, body = _call(emulator, "DELETE", TJ + "/a")
+    assert code == 200
+    assert body == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {
+            "name": "a",
+            "kind": "trainjobs",
+            "uid": created["metadata"]["uid"],
+            "group": "trainer.kubeflow.org",
+        },
+    }
+
+
+def test_strategic_merge_patch_is_refused_for_custom_resources(emulator: Emulator) -> None:
+    _call(emulator, "POST", TJ, trainjob("a"))
+    code, body = _call(
+        emulator,
+        "PATCH",
+        TJ + "/a",
+        {"spec": {"suspend": True}},
+        "application/strategic-merge-patch+json",
+    )
+    assert code == 415 and body["reason"] == "UnsupportedMediaType"
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [("/apis/nope/v1/things", 404), ("/api/v1/namespaces/default/pods/x/bogus", 404)],
+)
+def test_unknown_paths(emulator: Emulator, path: str, code: int) -> None:
+    assert _call(emulator, "GET", path)[0] == code
+
+
+def test_verbs_a_resource_does_not_serve_are_405(emulator: Emulator) -> None:
+    code, body = _call(emulator, "GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
+    assert code == 405 and body["reason"] == "MethodNotAllowed"
