@@ -27,7 +27,7 @@ The rule (design note 0006):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dispatch.adapters.kubeflow.causes_cluster import (
@@ -50,6 +50,8 @@ from dispatch.model.units import format_duration
 DEFAULT_PATIENCE = 600.0
 #: the most proving evidence items an outcome carries
 MAX_EVIDENCE = 12
+#: facts of the same cause this close to the first one (seconds) are shown as its support
+SUPPORT_WINDOW = 60.0
 
 #: tie-breaking among facts within SKEW of each other (higher wins): infrastructure first
 WEIGHT: dict[Cause, int] = {
@@ -153,9 +155,11 @@ def first_of(facts: list[Fact]) -> Fact | None:
     return min(near, key=_rank_key)
 
 
-def _rank_key(fact: Fact) -> tuple[int, float, str]:
+def _rank_key(fact: Fact) -> tuple[int, float, bool, str]:
+    """Heaviest cause, then earliest, then an object's own state before an event about it."""
     at = fact.at if fact.at is not None else float("inf")
-    return (-WEIGHT.get(fact.cause, 0), at, fact.pod or "")
+    from_event = all(p.kind == "event" for p in fact.proofs)
+    return (-WEIGHT.get(fact.cause, 0), at, from_event, fact.pod or "")
 
 
 def decide(facts: Facts, inputs: Inputs) -> Outcome:
@@ -163,7 +167,11 @@ def decide(facts: Facts, inputs: Inputs) -> Outcome:
     now = inputs.now if inputs.now is not None else facts.latest
     started = facts.first_start()
     failures = list(facts.failures)
-    failures += [e for e in facts.evictions if _after(e.at, started)]
+    failures += [
+        replace(e, summary=f"{e.summary} (after ranks had started)")
+        for e in facts.evictions
+        if _after(e.at, started)
+    ]
     failures += _overdue(facts, now, inputs.patience, started)
     first = first_of(failures)
     recovery = None if inputs.restarts_allowed else first_of(facts.recoveries)
@@ -178,7 +186,8 @@ def decide(facts: Facts, inputs: Inputs) -> Outcome:
         state = State.RUNNING if facts.live_pods and not facts.ends else State.FAILED
         cause_of = first if first is not None and _before(first, recovery) else None
         summary = recovery.summary + (f", after: {cause_of.summary}" if cause_of else "")
-        shown = [recovery, *([cause_of] if cause_of else [])]
+        support = [f for f in facts.recoveries if f is not recovery and _supports(f, recovery)]
+        shown = [recovery, *([cause_of] if cause_of else []), *support]
         return _outcome(state, Cause.UNPLANNED_RECOVERY, summary, cause_of or recovery, shown)
     if success is not None and (first is None or _before(success, first)):
         return _outcome(State.SUCCEEDED, None, success.summary, None, facts.successes)
@@ -240,6 +249,8 @@ def _overdue(facts: Facts, now: float | None, patience: float, started: float | 
         waits += _pod_waits(facts, now)
     for wait in waits:
         end = now if wait.ongoing else wait.until
+        if end is not None and now is not None:
+            end = min(end, now)  # judged as of ``now``: what came later is not known yet
         if end is None or end - wait.since < patience:
             continue
         waited = format_duration(end - wait.since)
@@ -289,11 +300,14 @@ def _before(one: Fact, other: Fact) -> bool:
 
 
 def _supports(fact: Fact, first: Fact) -> bool:
-    """Another proof of the same thing: same cause, same rank (or none), close in time."""
-    if fact.cause is not first.cause or fact.at is None or first.at is None:
+    """Another proof of the same thing: the same cause at the same pod, or close in time."""
+    if fact.cause is not first.cause:
         return False
-    same_place = fact.pod in (None, first.pod) or first.pod is None
-    return same_place and abs(fact.at - first.at) <= 60.0
+    if first.pod is not None and fact.pod == first.pod:
+        return True
+    if fact.at is None or first.at is None:
+        return False
+    return (fact.pod is None or first.pod is None) and abs(fact.at - first.at) <= SUPPORT_WINDOW
 
 
 def _outcome(

@@ -392,6 +392,9 @@ def _rank_of_pod(pod: str | None) -> int | None:
 
 
 def _add(bucket: list[Fact], fact: Fact) -> None:
-    """Add unless the same thing (summary and time) is there already (seen in two sightings)."""
-    if not any(f.summary == fact.summary and f.at == fact.at for f in bucket):
-        bucket.append(fact)
+    """Add unless the same fact (same proof, same time) is there already (seen twice)."""
+    key = fact.proofs[0].key if fact.proofs else ""
+    for other in bucket:
+        if other.at == fact.at and (other.proofs[0].key if other.proofs else "") == key:
+            return
+    bucket.append(fact)

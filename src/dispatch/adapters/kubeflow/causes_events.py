@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from dispatch.adapters.kubeflow.causes_cluster import EVICTIONS
-from dispatch.adapters.kubeflow.causes_evidence import History, Ref, event_subject, text_of
+from dispatch.adapters.kubeflow.causes_evidence import (
+    History,
+    Ref,
+    event_subject,
+    format_time,
+    text_of,
+)
 from dispatch.adapters.kubeflow.causes_facts import (
     Fact,
     Facts,
@@ -102,19 +108,14 @@ def read_events(events: list[History], facts: Facts, init_containers: dict[str, 
 
 
 def _fact(event: EventView, cause: Cause, summary: str, **where_: Any) -> Fact:
-    evidence = proof(
-        event.ref,
-        event.obj,
-        "reason",
-        {
-            "reason": event.reason,
-            "message": event.message,
-            "about": f"{event.kind}/{event.name}",
-            "count": event.count,
-        },
-        event.first,
-        summary,
-    )
+    value = {
+        "reason": event.reason,
+        "message": event.message,
+        "about": f"{event.kind}/{event.name}",
+        "count": event.count,
+        "last": format_time(event.last),
+    }
+    evidence = proof(event.ref, event.obj, event.reason or "reason", value, event.first, summary)
     return Fact(cause, event.first, summary, (evidence,), **where_)
 
 
