@@ -17,7 +17,6 @@ NAMESPACE = "ml-team"
 JOB_ID = "mnist-ddp-x7k2p"
 TRAINJOB = f"{JOB_ID}-1"
 IMAGE = "registry.example.com/ml/mnist-ddp:2.7.1"
-_VERSION = [41000]
 
 
 def ts(offset: float) -> str:
@@ -34,9 +33,9 @@ def uid(*parts: str) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
-def rv() -> str:
-    _VERSION[0] += 17
-    return str(_VERSION[0])
+def rv(*seed: str) -> str:
+    """A resourceVersion, deterministic from the object's identity."""
+    return str(40000 + int(hashlib.sha256("/".join(seed).encode()).hexdigest()[:5], 16) % 90000)
 
 
 def cond(
@@ -58,7 +57,7 @@ def _meta(
         "creationTimestamp": ts(created),
         "name": name,
         "namespace": NAMESPACE,
-        "resourceVersion": rv(),
+        "resourceVersion": rv(name, str(created)),
         "uid": uid(name, str(created)),
     }
     if labels:
@@ -506,7 +505,7 @@ def event(
             "creationTimestamp": ts(first),
             "name": f"{name}.{digest}",
             "namespace": NAMESPACE if kind != "Node" else "default",
-            "resourceVersion": rv(),
+            "resourceVersion": rv("event", name, reason, str(first)),
             "uid": uid("event", name, reason, str(first)),
         },
         "reason": reason,
@@ -540,7 +539,7 @@ def new_event(
             "creationTimestamp": ts(at),
             "name": f"{name}.{digest}",
             "namespace": NAMESPACE,
-            "resourceVersion": rv(),
+            "resourceVersion": rv("ev2", name, reason, str(at)),
             "uid": uid("ev2", name, reason),
         },
         "note": note,
@@ -627,7 +626,7 @@ def node(
             "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
         },
         "name": name,
-        "resourceVersion": rv(),
+        "resourceVersion": rv("node", name),
         "uid": uid("node", name),
     }
     spec: dict[str, Any] = {

@@ -271,12 +271,15 @@ class _PodReader:
             )
             self.add(self.facts.failures, ("waiting", name, waiting), fact)
         restarts = as_int(status.get("restartCount")) or 0
+        if isinstance(dig(status, "lastState", "terminated"), Mapping):
+            restarts = max(restarts, 1)  # the kubelet keeps lastState only across a restart
         if restarts > 0 and not init:
-            at = (
-                when(dig(status, "state", "running"), "startedAt")
-                or when(dig(status, "lastState", "terminated"), "finishedAt")
-                or fallback
-            )
+            times = [
+                when(dig(status, "state", "running"), "startedAt"),
+                when(dig(status, "lastState", "terminated"), "finishedAt"),
+            ]
+            # the restart came after the crash it recovered from
+            at = max((t for t in times if t is not None), default=fallback)
             summary = (
                 f"container {name} of {self.who} was restarted in place (restartCount {restarts})"
             )
