@@ -214,7 +214,8 @@ class EvidenceSet:
         vanished are recognised by the ``<trainjob>-`` prefix JobSet gives their names).
         """
         own = self.get("TrainJob", trainjob)
-        uids = {dig(o, "metadata", "uid") for o in own.objects()} if own else set()
+        uids = {text_of(dig(o, "metadata", "uid")) for o in own.objects()} if own else set()
+        uids.discard("")
         kept: list[History] = []
         names: set[tuple[str, str]] = set()
         for history in self.histories():
@@ -224,7 +225,10 @@ class EvidenceSet:
                 kept.append(history)
                 names.add((history.ref.kind, history.ref.name))
         nodes = {
-            dig(o, "spec", "nodeName") for h in kept if h.ref.kind == "Pod" for o in h.objects()
+            text_of(dig(o, "spec", "nodeName"))
+            for h in kept
+            if h.ref.kind == "Pod"
+            for o in h.objects()
         }
         for history in self.histories("Node"):
             if history.ref.name in nodes:
@@ -241,7 +245,7 @@ class EvidenceSet:
         return EvidenceSet(kept)
 
 
-def _belongs(history: History, trainjob: str, uids: set[Any]) -> bool:
+def _belongs(history: History, trainjob: str, uids: set[str]) -> bool:
     kind = history.ref.kind
     for obj in history.objects():
         labels = dig(obj, "metadata", "labels")
@@ -254,7 +258,7 @@ def _belongs(history: History, trainjob: str, uids: set[Any]) -> bool:
         ):
             return True
         if kind == "Workload":
-            if labels.get("kueue.x-k8s.io/job-uid") in uids - {None}:
+            if text_of(labels.get("kueue.x-k8s.io/job-uid")) in uids:
                 return True
             for owner in as_list(dig(obj, "metadata", "ownerReferences")) or []:
                 if dig(owner, "kind") == "TrainJob" and dig(owner, "name") == trainjob:

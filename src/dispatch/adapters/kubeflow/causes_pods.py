@@ -332,11 +332,11 @@ def _replacements(pods: list[History], facts: Facts) -> None:
             continue
         labels = labels_of(latest)
         job = (
-            labels.get("jobset.sigs.k8s.io/replicatedjob-name"),
-            labels.get("jobset.sigs.k8s.io/job-index"),
+            text_of(labels.get("jobset.sigs.k8s.io/replicatedjob-name")),
+            text_of(labels.get("jobset.sigs.k8s.io/job-index")),
         )
-        if job == (None, None):
-            job = (labels.get("batch.kubernetes.io/job-name"), None)
+        if job == ("", ""):
+            job = (text_of(labels.get("batch.kubernetes.io/job-name")), "")
         born = created(latest) or history.first_seen
         if born is not None:
             groups.setdefault((*job, rank), []).append((born, history))
