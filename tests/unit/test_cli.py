@@ -4,7 +4,6 @@ import json
 import subprocess
 import sys
 
-import pytest
 from click.testing import CliRunner
 
 from dispatch.cli.main import VERBS, cli
@@ -64,15 +63,3 @@ def test_version_json() -> None:
     code, out = invoke("version", "--output", "json")
     assert code == 0
     assert set(json.loads(out)) == {"version", "python", "extras"}
-
-
-@pytest.mark.parametrize(
-    "args",
-    [
-        ("diagnose", "d.yaml"),
-    ],
-)
-def test_verbs_not_built_yet_say_so_and_exit_2(args: tuple[str, ...]) -> None:
-    code, out = invoke(*args, "-o", "json")
-    assert code == 2
-    assert json.loads(out)["notBuilt"] is True

@@ -1,0 +1,88 @@
+"""Reading a dump of Kubernetes objects, as ``kubectl get ... -o yaml`` (or ``-o json``) writes it.
+
+Accepted: one ``kind: List`` (or any ``*List`` with ``items``), several of them, single
+objects, as a multi-document YAML stream or a stream of JSON documents. Pure: text in,
+objects out; ``ValueError`` says why a text is unusable.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import date, datetime
+from typing import Any
+
+import yaml
+
+from dispatch.model import yaml12
+
+
+def parse_dump(text: str) -> list[dict[str, Any]]:
+    """Every object of the dump, lists flattened, in the order written.
+
+    Timestamps a YAML loader turned into datetimes are given back as RFC 3339 strings, so
+    the objects are JSON-compatible (as the API would give them).
+    """
+    documents = _documents(text)
+    objects: list[dict[str, Any]] = []
+    for document in documents:
+        for item in _flatten(document):
+            objects.append(_plain(item))
+    return objects
+
+
+def _documents(text: str) -> list[Any]:
+    try:
+        return [doc for doc in yaml12.load_all(text) if doc is not None]
+    except yaml.YAMLError as yaml_error:
+        try:
+            return _json_stream(text)
+        except ValueError:
+            raise ValueError(f"not valid YAML or JSON: {yaml_error}") from None
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
+
+
+def _json_stream(text: str) -> list[Any]:
+    """Concatenated JSON documents (``{...}{...}`` or one per line)."""
+    decoder = json.JSONDecoder()
+    documents: list[Any] = []
+    position = 0
+    while True:
+        while position < len(text) and text[position].isspace():
+            position += 1
+        if position >= len(text):
+            return documents
+        try:
+            document, position = decoder.raw_decode(text, position)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise ValueError(str(exc)) from None
+        documents.append(document)
+
+
+def _flatten(document: Any, depth: int = 0) -> list[Mapping[str, Any]]:
+    if not isinstance(document, Mapping) or depth > 4:
+        return []
+    kind = document.get("kind")
+    items = document.get("items")
+    if isinstance(items, list) and (not isinstance(kind, str) or kind.endswith("List")):
+        found: list[Mapping[str, Any]] = []
+        for item in items:
+            found.extend(_flatten(item, depth + 1))
+        return found
+    return [document]
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    if depth > 100:
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v, depth + 1) for v in value]
+    if isinstance(value, datetime):
+        text = value.isoformat()
+        return text.replace("+00:00", "Z") if value.tzinfo else text + "Z"
+    if isinstance(value, date):
+        return value.isoformat()
+    return value
