@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dispatch.adapters.kubeflow.rules import BACKOFF_LIMIT, RESTART_POLICY
-from dispatch.model import Unsupported
-from dispatch.testing.k8s import Emulator
+from dispatch.model import OutcomeUnknown, Unsupported
+from dispatch.testing.k8s import Emulator, FaultRule
 
 from .conftest import (
     NAMESPACE,
@@ -144,7 +144,7 @@ def test_a_second_start_of_the_same_attempt_adopts(
     assert second.data["adopted"] is True
     assert names(emulator, "TrainJob") == [first.native]
     assert names(emulator, "TrainingRuntime") == [first.native]
-    assert emulator.requests().count("create", "trainjobs") == 2  # the second one was a 409
+    assert emulator.requests().count("create", "trainjobs") == 1  # the second start read it
     # a different attempt is a different TrainJob on its own copy
     third = run(make_adapter().start(job, 2))
     assert sorted(names(emulator, "TrainJob")) == sorted([first.native, third.native])
@@ -222,3 +222,57 @@ def test_deleting_the_trainjob_removes_the_copy(
     emulator.call(lambda: cluster.store.delete(rtype, NAMESPACE, handle.native))
     assert stored(emulator, "TrainJob") == []
     assert stored(emulator, "TrainingRuntime") == []
+
+
+def _break_runtime(emu: Emulator) -> None:
+    """Edit the original runtime so that the rules refuse it (no backoffLimit: 0)."""
+    node = {
+        "name": "node",
+        "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "node", "image": "x"}],
+                    }
+                }
+            },
+        },
+    }
+    patch(
+        emu,
+        "ClusterTrainingRuntime",
+        "torch-dispatch",
+        {"spec": {"template": {"spec": {"replicatedJobs": [node]}}}},
+        namespace=None,
+    )
+
+
+def test_a_started_attempt_is_adopted_even_if_its_runtime_is_now_refused(
+    emulator: Emulator, make_adapter: AdapterFactory
+) -> None:
+    job = job_of(example_spec("torch"))
+    first = run(make_adapter().start(job, 1))
+    _break_runtime(emulator)
+    with pytest.raises(Unsupported):
+        run(make_adapter().start(job, 2))  # a new attempt is planned again, and refused
+    again = run(make_adapter().start(job, 1))
+    assert again.data["uid"] == first.data["uid"]
+    assert names(emulator, "TrainJob") == [first.native]
+    assert names(emulator, "TrainingRuntime") == [first.native]
+
+
+def test_a_refusal_after_the_copy_was_created_removes_it(
+    emulator: Emulator, make_adapter: AdapterFactory
+) -> None:
+    job = job_of(example_spec("torch"))
+    emulator.faults.add(FaultRule(verb="create", resource="trainjobs", status=500, times=1))
+    with pytest.raises(OutcomeUnknown):
+        run(make_adapter().start(job, 1))
+    assert names(emulator, "TrainingRuntime") == [f"{job.id}-1"]
+    _break_runtime(emulator)
+    with pytest.raises(Unsupported) as refused:
+        run(make_adapter().start(job, 1))
+    assert BACKOFF_LIMIT in refused.value.rules
+    assert stored(emulator, "TrainingRuntime") == stored(emulator, "TrainJob") == []

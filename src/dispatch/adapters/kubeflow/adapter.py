@@ -6,9 +6,10 @@ Differences from the SPI's general guarantees (``dispatch.adapters.base``):
   SelfSubjectAccessReview per verb) and reads the job's runtime on every call; the runtime
   rules apply there, the job checks (``procs-per-node``, ``reserved-env``, ``name-length``)
   only in ``plan`` and ``start`` (spec/kubeflow-adapter.md, sections 1 and 2).
-* ``start(job, attempt, held=False)`` creates the runtime copy, then the TrainJob (suspended
-  when ``held``), then makes the copy owned by the TrainJob; see ``submit.py`` for adoption
-  and clean-up. ``plan`` takes the same ``held``.
+* ``start(job, attempt, held=False)`` adopts the attempt's TrainJob when it exists (even if
+  the job would be refused now); otherwise it plans, creates the runtime copy, then the
+  TrainJob (suspended when ``held``), then makes the copy owned by the TrainJob; see
+  ``submit.py`` for adoption and clean-up. ``plan`` takes the same ``held``.
 * ``cancel`` writes ``dispatch.dev/cancelled-by`` / ``dispatch.dev/cancel-reason`` on the
   TrainJob, then deletes it with *foreground* propagation: the TrainJob (annotated, so read as
   cancelled) stays visible until its JobSet and pods are gone, and takes the runtime copy with
@@ -38,6 +39,7 @@ from dispatch.adapters.kubeflow.client import (
     kubeconfig_path,
 )
 from dispatch.adapters.kubeflow.errors import ApiRejected
+from dispatch.adapters.kubeflow.names import trainjob_name
 from dispatch.adapters.kubeflow.plan import NO_RUNTIME, plan_objects, runtime_verdict
 from dispatch.adapters.kubeflow.probe import ClusterFacts, answers, probe, refusals
 from dispatch.adapters.kubeflow.rules import RuntimeVerdict, check_runtime
@@ -211,12 +213,17 @@ class KubeflowAdapter:
     # --- start --------------------------------------------------------------------------------
 
     async def start(self, job: Job, attempt: int, *, held: bool = False) -> AttemptHandle:
+        name = trainjob_name(job.id, attempt)
         async with self.connection.session() as session:
-            plan = await self._plan(session, job, attempt, held)
-            plan.capabilities.raise_if_refused()
-            created = await submit.create_attempt(
-                session, plan, job, attempt, self.namespace, cluster=self.cluster.name
-            )
+            created = await submit.adopt_existing(session, name, job, attempt, self.namespace)
+            if created is None:
+                plan = await self._plan(session, job, attempt, held)
+                if not plan.accepted:
+                    await submit.discard_copy(session, name, job, attempt, self.namespace)
+                    plan.capabilities.raise_if_refused()
+                created = await submit.create_attempt(
+                    session, plan, job, attempt, self.namespace, cluster=self.cluster.name
+                )
         return AttemptHandle(
             job_id=job.id,
             attempt=attempt,

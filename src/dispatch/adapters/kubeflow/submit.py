@@ -14,6 +14,11 @@ taken, the credentials may not) removes a copy that no TrainJob owns yet, so not
 attempt is left when ``Unsupported`` (or ``Forbidden``) is raised. A transient failure leaves
 the copy: the effect is unknown, and the repeated ``start`` the caller owes adopts it.
 
+``adopt_existing`` runs before planning: a TrainJob that already exists for the attempt is
+adopted even if the job would be refused now (its runtime was edited since), because ``start``
+never refuses an attempt that exists. ``discard_copy`` removes this attempt's unowned copy
+when planning refuses the attempt, so a refusal leaves nothing behind.
+
 Before Trainer 2.2 the TrainJob CRD has no ``runtimePatches``; an API server prunes unknown
 fields silently, so a created TrainJob without them is deleted with its copy and refused
 (rule ``trainer-version``).
@@ -107,6 +112,44 @@ def _pruned(sent: Mapping[str, Any], stored: Mapping[str, Any]) -> list[str]:
     return [field for field in _PRUNABLE if field in spec and field not in kept]
 
 
+async def _own_copy(
+    session: Session, copy: Mapping[str, Any], name: str, uid: str, namespace: str
+) -> bool:
+    """Make the copy owned by the TrainJob ``uid``; False when the server refuses for good."""
+    owners = dig(copy, "metadata", "ownerReferences") or []
+    if any(isinstance(o, Mapping) and o.get("uid") == uid for o in owners):
+        return True
+    try:
+        await session.merge_patch(
+            TRAINING_RUNTIMES, name, owner_reference_patch(name, uid), namespace
+        )
+    except (ApiRejected, Forbidden):
+        return False  # the TrainJob runs; only the clean-up of the copy is lost
+    return True
+
+
+async def adopt_existing(
+    session: Session, name: str, job: Job, attempt: int, namespace: str
+) -> Created | None:
+    """The attempt's TrainJob when it already exists (its copy made owned), else None."""
+    trainjob = await session.get(TRAINJOBS, name, namespace)
+    if trainjob is None or not _owned_by_attempt(trainjob, job, attempt):
+        return None
+    uid = str(trainjob["metadata"]["uid"])
+    copy = await session.get(TRAINING_RUNTIMES, name, namespace)
+    owned = False
+    if copy is not None and _owned_by_attempt(copy, job, attempt):
+        owned = await _own_copy(session, copy, name, uid, namespace)
+    return Created(name=name, uid=uid, adopted=True, copy_owned=owned)
+
+
+async def discard_copy(session: Session, name: str, job: Job, attempt: int, namespace: str) -> None:
+    """Remove this attempt's runtime copy if one exists that no TrainJob owns."""
+    copy = await session.get(TRAINING_RUNTIMES, name, namespace)
+    if copy is not None and _owned_by_attempt(copy, job, attempt):
+        await _remove_unowned_copy(session, copy, namespace)
+
+
 async def create_attempt(
     session: Session, plan: Plan, job: Job, attempt: int, namespace: str, *, cluster: str
 ) -> Created:
@@ -144,14 +187,5 @@ async def create_attempt(
             ],
             cluster=cluster,
         )
-    owners = dig(copy, "metadata", "ownerReferences") or []
-    owned = any(isinstance(o, Mapping) and o.get("uid") == uid for o in owners)
-    if not owned:
-        try:
-            await session.merge_patch(
-                TRAINING_RUNTIMES, name, owner_reference_patch(name, uid), namespace
-            )
-            owned = True
-        except (ApiRejected, Forbidden):
-            owned = False  # the TrainJob runs; only the clean-up of the copy is lost
+    owned = await _own_copy(session, copy, name, uid, namespace)
     return Created(name=name, uid=uid, adopted=adopted, copy_owned=owned)
