@@ -6,10 +6,17 @@ Contract (spec/kubeflow-adapter.md, section 4): with ``--output json`` one objec
 Exit 0 when accepted, 1 when refused, 2 on bad usage or unreadable input. With ``--cluster``
 the named Kubeflow cluster's settings apply (allow-list, allowRankRestart, publishing);
 ``not-found`` cannot apply to a file.
+
+Live form: ``dispatch check-runtime --cluster NAME RUNTIME`` where RUNTIME is not a file but a
+runtime's name (a ClusterTrainingRuntime) or ``TrainingRuntime/NAME`` (in the cluster's
+namespace): the runtime is read from the cluster and ``not-found`` applies. Same JSON and exit
+codes; 3 when the cluster cannot be asked (unreachable, forbidden).
 """
 
 from __future__ import annotations
 
+import asyncio
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +26,7 @@ import click
 import yaml
 
 from dispatch.cli.common import (
+    EXIT_ERROR,
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
@@ -28,13 +36,41 @@ from dispatch.cli.common import (
     output_option,
 )
 from dispatch.config import load_config
-from dispatch.model import ConfigError, yaml12
+from dispatch.model import ConfigError, DispatchError, yaml12
 
 if TYPE_CHECKING:
     from dispatch.adapters.kubeflow.rules import RuntimeVerdict
     from dispatch.adapters.kubeflow.settings import KubeflowSettings
 
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
+_LIVE_NAME = re.compile(
+    r"^(?:(ClusterTrainingRuntime|TrainingRuntime)/)?([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$"
+)
+_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def live_runtime(argument: str, cluster: str | None) -> tuple[str, str] | None:
+    """``(kind, name)`` when ``argument`` names a runtime on ``cluster`` rather than a file."""
+    if cluster is None or Path(argument).exists() or argument.endswith(_FILE_SUFFIXES):
+        return None
+    match = _LIVE_NAME.match(argument)
+    if match is None:
+        return None
+    return match[1] or "ClusterTrainingRuntime", match[2]
+
+
+def check_live(config_path: Path | None, cluster: str, kind: str, name: str) -> RuntimeVerdict:
+    """The runtime rules for the runtime as the cluster has it now."""
+    from dispatch.adapters.kubeflow.adapter import KubeflowAdapter
+    from dispatch.api import Environment
+
+    adapter = Environment.load(config_path=config_path).adapter(cluster)
+    if not isinstance(adapter, KubeflowAdapter):
+        raise ConfigError(
+            f"cluster {cluster!r} uses the {adapter.kind!r} adapter; runtime rules apply "
+            "to kubeflow clusters only"
+        )
+    return asyncio.run(adapter.check_runtime(kind, name))
 
 
 def read_runtime(path: str) -> Mapping[str, Any]:
@@ -99,7 +135,7 @@ def _print_text(verdict: RuntimeVerdict) -> None:
 
 
 @click.command("check-runtime")
-@click.argument("runtime_file", metavar="FILE")
+@click.argument("runtime_file", metavar="FILE|RUNTIME")
 @click.option(
     "--config",
     "config_path",
@@ -118,7 +154,10 @@ def command(
 ) -> None:
     """Check a Kubeflow Trainer runtime file against dispatch's runtime rules.
 
-    Exit 0 when the runtime is accepted, 1 when refused, 2 on bad usage or unreadable input.
+    With --cluster, RUNTIME may instead name a runtime on that cluster (NAME for a
+    ClusterTrainingRuntime, TrainingRuntime/NAME in the cluster's namespace).
+    Exit 0 when the runtime is accepted, 1 when refused, 2 on bad usage or unreadable input,
+    3 when the cluster cannot be asked.
     """
     # adapters are imported when used, never by `dispatch --help` (see adapters/registry.py)
     from dispatch.adapters.kubeflow.rules import check_runtime
@@ -128,11 +167,20 @@ def command(
         cluster_config = cluster_settings(chosen, cluster)
     except ConfigError as exc:
         fail(str(exc), code=EXIT_USAGE, output=output)
-    try:
-        runtime = read_runtime(runtime_file)
-    except ValueError as exc:
-        fail(str(exc), code=EXIT_USAGE, output=output)
-    verdict = check_runtime(runtime, cluster_config)
+    live = live_runtime(runtime_file, cluster)
+    if live is not None and cluster is not None:
+        try:
+            verdict = check_live(chosen, cluster, *live)
+        except ConfigError as exc:
+            fail(str(exc), code=EXIT_USAGE, output=output)
+        except DispatchError as exc:
+            fail(str(exc), code=EXIT_ERROR, output=output)
+    else:
+        try:
+            runtime = read_runtime(runtime_file)
+        except ValueError as exc:
+            fail(str(exc), code=EXIT_USAGE, output=output)
+        verdict = check_runtime(runtime, cluster_config)
     if output == "json":
         emit_json(verdict.to_json())
     else:

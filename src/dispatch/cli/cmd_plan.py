@@ -8,9 +8,17 @@ import sys
 import click
 
 from dispatch.cli import render
-from dispatch.cli.common import EXIT_FAILED, Settings, emit_json, output_option, report_errors
+from dispatch.cli.common import (
+    EXIT_ERROR,
+    EXIT_FAILED,
+    Settings,
+    emit_json,
+    fail,
+    output_option,
+    report_errors,
+)
 from dispatch.cli.session import client
-from dispatch.model import load_spec
+from dispatch.model import Forbidden, TransientError, load_spec
 
 
 @click.command("plan")
@@ -21,11 +29,13 @@ from dispatch.model import load_spec
 def command(settings: Settings, spec_file: str, output: str) -> None:
     """Show the capability answers, every refusal, the weakened-identity reason and the exact
     objects (or processes, or script) the job's first attempt would create. Creates nothing.
-    Exit 1 when the job would be refused."""
+    Exit 1 when the job would be refused, 3 when its cluster cannot be asked."""
     spec = load_spec(spec_file)
     api = client(settings, background=False)
     try:
         plan = asyncio.run(api.plan(spec, spec_file=spec_file))
+    except (TransientError, Forbidden) as exc:  # the cluster cannot be asked
+        fail(str(exc), code=EXIT_ERROR, output=output)
     finally:
         api.close()
     if output == "json":

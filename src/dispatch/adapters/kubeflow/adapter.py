@@ -1,0 +1,302 @@
+"""The Kubeflow adapter: dispatch's contract carried out with Trainer v2 TrainJobs.
+
+Differences from the SPI's general guarantees (``dispatch.adapters.base``):
+
+* ``capabilities`` probes the cluster once per adapter (APIs, Trainer version, namespace, one
+  SelfSubjectAccessReview per verb) and reads the job's runtime on every call; the runtime
+  rules apply there, the job checks (``procs-per-node``, ``reserved-env``, ``name-length``)
+  only in ``plan`` and ``start`` (spec/kubeflow-adapter.md, sections 1 and 2).
+* ``start(job, attempt, held=False)`` adopts the attempt's TrainJob when it exists (even if
+  the job would be refused now); otherwise it plans, creates the runtime copy, then the
+  TrainJob (suspended when ``held``), then makes the copy owned by the TrainJob; see
+  ``submit.py`` for adoption and clean-up. ``plan`` takes the same ``held``.
+* ``cancel`` writes ``dispatch.dev/cancelled-by`` / ``dispatch.dev/cancel-reason`` on the
+  TrainJob, then deletes it with *foreground* propagation: the TrainJob (annotated, so read as
+  cancelled) stays visible until its JobSet and pods are gone, and takes the runtime copy with
+  it. An attempt that already ended is left as it is.
+* ``observe`` and ``watch`` read the TrainJob only (``states.py``): failures have cause
+  ``unknown`` with the TrainJob's condition as evidence. An attempt whose TrainJob this adapter
+  saw end (or cancelled) and that is then gone keeps that outcome.
+* ``weakened_identity`` answers from the runtime as last read by this adapter (every
+  submission reads it); before any read, a cluster with ``allowRankRestart: true`` answers a
+  conservative reason saying the runtime has not been read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from typing import Any
+
+from dispatch.adapters.base import AdapterContext
+from dispatch.adapters.kubeflow import submit
+from dispatch.adapters.kubeflow.client import (
+    RUNTIMES,
+    TRAINJOBS,
+    Connection,
+    Session,
+    context_namespace,
+    kubeconfig_path,
+)
+from dispatch.adapters.kubeflow.errors import ApiRejected
+from dispatch.adapters.kubeflow.names import trainjob_name
+from dispatch.adapters.kubeflow.plan import NO_RUNTIME, plan_objects, runtime_verdict
+from dispatch.adapters.kubeflow.probe import ClusterFacts, answers, probe, refusals
+from dispatch.adapters.kubeflow.rules import RuntimeVerdict, check_runtime
+from dispatch.adapters.kubeflow.settings import KubeflowSettings, parse_settings
+from dispatch.adapters.kubeflow.states import (
+    ANNOTATION_CANCEL_REASON,
+    ANNOTATION_CANCELLED_BY,
+    trainjob_outcome,
+)
+from dispatch.adapters.kubeflow.watching import watch_trainjobs
+from dispatch.config import ClusterConfig
+from dispatch.model import (
+    AttemptHandle,
+    Capability,
+    CapabilityReport,
+    Cause,
+    Job,
+    JobSpec,
+    NotFound,
+    Observation,
+    Outcome,
+    Plan,
+    State,
+)
+
+RuntimeKey = tuple[str, str]
+
+
+class KubeflowAdapter:
+    """One Kubeflow cluster (a kubeconfig context and a namespace). An ``IdentityWeakener``."""
+
+    kind = "kubeflow"
+
+    def __init__(
+        self,
+        cluster: ClusterConfig,
+        context: AdapterContext,
+        *,
+        request_timeout: float | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.context = context
+        self.settings = parse_settings(cluster)
+        path = kubeconfig_path(self.settings.kubeconfig)
+        timeout = {} if request_timeout is None else {"request_timeout": request_timeout}
+        self.connection = Connection(path, self.settings.context, **timeout)
+        self._resolved: KubeflowSettings | None = None
+        self._facts: ClusterFacts | None = None
+        self._probed_at: float | None = None
+        self._runtimes: dict[RuntimeKey, Any] = {}  # last read of each runtime (None: absent)
+        self._last: dict[str, Observation] = {}  # by TrainJob name
+
+    # --- settings and facts -------------------------------------------------------------------
+
+    def resolved_settings(self) -> KubeflowSettings:
+        """The settings with the namespace resolved: configured, else the kubeconfig
+        context's, else ``default``. Raises ``ConfigError`` for an unreadable kubeconfig."""
+        if self._resolved is None:
+            namespace = self.settings.namespace
+            if namespace is None:
+                path = self.connection.kubeconfig
+                namespace = (
+                    context_namespace(path, self.settings.context) if path.is_file() else None
+                )
+            self._resolved = replace(self.settings, namespace=namespace or "default")
+        return self._resolved
+
+    @property
+    def namespace(self) -> str:
+        return self.resolved_settings().effective_namespace
+
+    async def facts(self, session: Session) -> ClusterFacts:
+        """The cluster's probed facts, probed once and cached for this adapter's lifetime."""
+        if self._facts is None:
+            self._facts = await probe(session, self.namespace)
+            self._probed_at = self.context.clock.now()
+        return self._facts
+
+    async def read_runtime(self, session: Session, kind: str, name: str) -> Any:
+        """The raw runtime ``kind``/``name`` (a TrainingRuntime in the cluster's namespace), or
+        None when it does not exist; remembered for ``weakened_identity``."""
+        resource = RUNTIMES.get(kind)
+        if resource is None:
+            raw = None
+        else:
+            raw = await session.get(resource, name, self.namespace if resource.namespaced else None)
+        self._runtimes[(kind, name)] = raw
+        return raw
+
+    async def _spec_runtime(self, session: Session, spec: JobSpec) -> Any:
+        if spec.runtime is None:
+            return None
+        return await self.read_runtime(session, spec.runtime.kind.value, spec.runtime.name)
+
+    def _queue(self, spec: JobSpec) -> str | None:
+        return spec.queue or self.settings.queue
+
+    # --- capabilities and plan ----------------------------------------------------------------
+
+    async def capabilities(self, spec: JobSpec | None = None) -> CapabilityReport:
+        settings = self.resolved_settings()
+        async with self.connection.session() as session:
+            facts = await self.facts(session)
+            raw = await self._spec_runtime(session, spec) if spec is not None else None
+        found = answers(facts)
+        if spec is None:
+            return self._report(found, refusals(facts, None))
+        if spec.runtime is None:
+            procs = Capability("ProcsPerNode", False, "the job names no runtime")
+            return self._report((*found, procs), (*refusals(facts, self._queue(spec)), NO_RUNTIME))
+        verdict = runtime_verdict(spec, raw, settings)
+        return self._report(
+            (*found, verdict.procs_per_node),
+            (*refusals(facts, self._queue(spec)), *verdict.reasons),
+            verdict.weakened_identity,
+        )
+
+    def _report(
+        self, found: Sequence[Capability], refused: Sequence[Any], weakened: str | None = None
+    ) -> CapabilityReport:
+        return CapabilityReport(
+            cluster=self.cluster.name,
+            adapter=self.kind,
+            answers=tuple(found),
+            refusals=tuple(refused),
+            weakened_identity=weakened,
+            probed_at=self._probed_at,
+        )
+
+    async def plan(self, job: Job, attempt: int, *, held: bool = False) -> Plan:
+        async with self.connection.session() as session:
+            return await self._plan(session, job, attempt, held)
+
+    async def _plan(self, session: Session, job: Job, attempt: int, held: bool) -> Plan:
+        settings = self.resolved_settings()
+        facts = await self.facts(session)
+        raw = await self._spec_runtime(session, job.spec)
+        planned = plan_objects(job, attempt, raw, settings, held=held)
+        cluster_refusals = refusals(facts, self._queue(job.spec))
+        report = replace(
+            planned.capabilities,
+            cluster=self.cluster.name,
+            answers=(*answers(facts), *planned.capabilities.answers),
+            refusals=(*cluster_refusals, *planned.capabilities.refusals),
+            probed_at=self._probed_at,
+        )
+        artifacts = () if report.refusals else planned.artifacts
+        extra = {"held": held, "namespace": settings.effective_namespace}
+        return replace(planned, capabilities=report, artifacts=artifacts, extra=extra)
+
+    async def check_runtime(self, kind: str, name: str) -> RuntimeVerdict:
+        """The runtime rules for the live runtime ``kind``/``name`` under this cluster's settings
+        (``dispatch check-runtime --cluster``); ``not-found`` applies."""
+        async with self.connection.session() as session:
+            raw = await self.read_runtime(session, kind, name)
+        return check_runtime(raw, self.resolved_settings(), kind=kind, name=name)
+
+    def weakened_identity(self, spec: JobSpec) -> str | None:
+        if not self.settings.allow_rank_restart or spec.runtime is None:
+            return None
+        key = (spec.runtime.kind.value, spec.runtime.name)
+        if key not in self._runtimes:
+            return (
+                f"allowRankRestart: {key[0]} {key[1]!r} has not been read yet, so a failed rank "
+                "may rerun under the same DISPATCH_ATTEMPT on this cluster"
+            )
+        return runtime_verdict(
+            spec, self._runtimes[key], self.resolved_settings()
+        ).weakened_identity
+
+    # --- start --------------------------------------------------------------------------------
+
+    async def start(self, job: Job, attempt: int, *, held: bool = False) -> AttemptHandle:
+        name = trainjob_name(job.id, attempt)
+        async with self.connection.session() as session:
+            created = await submit.adopt_existing(session, name, job, attempt, self.namespace)
+            if created is None:
+                plan = await self._plan(session, job, attempt, held)
+                if not plan.accepted:
+                    await submit.discard_copy(session, name, job, attempt, self.namespace)
+                    plan.capabilities.raise_if_refused()
+                created = await submit.create_attempt(
+                    session, plan, job, attempt, self.namespace, cluster=self.cluster.name
+                )
+        return AttemptHandle(
+            job_id=job.id,
+            attempt=attempt,
+            cluster=self.cluster.name,
+            native=created.name,
+            data={
+                "namespace": self.namespace,
+                "trainJob": created.name,
+                "uid": created.uid,
+                "runtimeCopy": created.name,
+                "runtimeCopyOwned": created.copy_owned,
+                "adopted": created.adopted,
+            },
+        )
+
+    # --- observe, watch, cancel -------------------------------------------------------------
+
+    def _namespace_of(self, handle: AttemptHandle) -> str:
+        return str(handle.data.get("namespace") or self.namespace)
+
+    def _seen(self, handle: AttemptHandle, trainjob: dict[str, Any] | None) -> Observation:
+        now = self.context.clock.now()
+        if trainjob is None:
+            before = self._last.get(handle.native)
+            if before is not None and before.outcome.is_terminal:
+                return replace(before, observed_at=now, gone=True)
+            where = f"{self._namespace_of(handle)}/{handle.native}"
+            outcome = Outcome(
+                State.FAILED, Cause.UNKNOWN, summary=f"TrainJob {where} does not exist"
+            )
+            return Observation(handle, outcome, (), observed_at=now, gone=True)
+        outcome = trainjob_outcome(trainjob, now)
+        seen = Observation(handle, outcome, outcome.evidence, observed_at=now)
+        self._last[handle.native] = seen
+        return seen
+
+    async def observe(self, handle: AttemptHandle) -> Observation:
+        async with self.connection.session() as session:
+            trainjob = await session.get(TRAINJOBS, handle.native, self._namespace_of(handle))
+        return self._seen(handle, trainjob)
+
+    async def watch(self, handles: Sequence[AttemptHandle]) -> AsyncIterator[Observation]:
+        """One label-selected TrainJob watch per namespace for all ``handles`` (resumed by
+        resourceVersion, listed again on 410); yields each attempt's first observation, then
+        every change of state, cause, summary or presence; ends once all have ended."""
+        shown: dict[str, tuple[object, ...]] = {}
+        async with self.connection.session() as session:
+            async for handle, trainjob in watch_trainjobs(
+                session, handles, self._namespace_of, cluster=self.cluster.name
+            ):
+                seen = self._seen(handle, trainjob)
+                outcome = seen.outcome
+                key = (outcome.state, outcome.cause, outcome.summary, seen.gone)
+                if shown.get(handle.native) != key:
+                    shown[handle.native] = key
+                    yield seen
+
+    async def cancel(self, handle: AttemptHandle, actor: str, reason: str) -> None:
+        namespace = self._namespace_of(handle)
+        async with self.connection.session() as session:
+            trainjob = await session.get(TRAINJOBS, handle.native, namespace)
+            if trainjob is None:
+                return
+            if trainjob_outcome(trainjob, 0.0).state in (State.SUCCEEDED, State.FAILED):
+                return
+            note = {ANNOTATION_CANCELLED_BY: actor, ANNOTATION_CANCEL_REASON: reason}
+            try:
+                trainjob = await session.merge_patch(
+                    TRAINJOBS, handle.native, {"metadata": {"annotations": note}}, namespace
+                )
+            except NotFound:
+                return
+            except ApiRejected:  # the record of who is lost; the cancellation still happens
+                trainjob = {**trainjob, "metadata": {**trainjob["metadata"], "annotations": note}}
+            self._seen(handle, trainjob)
+            await session.delete(TRAINJOBS, handle.native, namespace, propagation="Foreground")

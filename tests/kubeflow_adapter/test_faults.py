@@ -1,0 +1,80 @@
+"""API faults during ``start``: transient errors, unknown outcomes, and a retried start adopting."""
+
+from __future__ import annotations
+
+import pytest
+
+from dispatch.model import OutcomeUnknown, SchedulerUnavailable, TransientError, Unsupported
+from dispatch.testing.k8s import Emulator, FaultRule
+
+from .conftest import AdapterFactory, example_spec, job_of, names, run, stored
+
+
+def test_a_500_on_creating_the_trainjob_is_unknown_and_a_retry_adopts_the_copy(
+    emulator: Emulator, make_adapter: AdapterFactory
+) -> None:
+    job = job_of(example_spec("torch"))
+    emulator.faults.add(FaultRule(verb="create", resource="trainjobs", status=500, times=1))
+    with pytest.raises(OutcomeUnknown):
+        run(make_adapter().start(job, 1))
+    assert names(emulator, "TrainingRuntime") == [f"{job.id}-1"]  # left for the retry
+    assert stored(emulator, "TrainJob") == []
+    handle = run(make_adapter().start(job, 1))
+    [trainjob] = stored(emulator, "TrainJob")
+    [copy] = stored(emulator, "TrainingRuntime")
+    assert copy["metadata"]["ownerReferences"][0]["uid"] == trainjob["metadata"]["uid"]
+    assert handle.data["uid"] == trainjob["metadata"]["uid"]
+
+
+def test_a_429_is_a_transient_error_with_the_delay_and_creates_nothing(
+    emulator: Emulator, make_adapter: AdapterFactory
+) -> None:
+    job = job_of(example_spec("torch"))
+    emulator.faults.add(
+        FaultRule(verb="create", resource="trainingruntimes", status=429, retry_after=7, times=1)
+    )
+    with pytest.raises(SchedulerUnavailable) as throttled:
+        run(make_adapter().start(job, 1))
+    assert throttled.value.delay == 7
+    assert stored(emulator, "TrainingRuntime") == stored(emulator, "TrainJob") == []
+    run(make_adapter().start(job, 1))
+    assert len(stored(emulator, "TrainJob")) == 1
+
+
+def test_a_hanging_create_times_out_as_unknown(
+    emulator: Emulator, make_adapter: AdapterFactory
+) -> None:
+    job = job_of(example_spec("torch"))
+    emulator.faults.add(FaultRule(verb="create", resource="trainjobs", hang=5, times=1))
+    with pytest.raises(OutcomeUnknown):
+        run(make_adapter(request_timeout=1.0).start(job, 1))
+    run(make_adapter().start(job, 1))
+    assert len(stored(emulator, "TrainJob")) == len(stored(emulator, "TrainingRuntime")) == 1
+
+
+def test_a_failing_owner_reference_patch_is_retried_by_the_next_start(
+    emulator: Emulator, make_adapter: AdapterFactory
+) -> None:
+    job = job_of(example_spec("torch"))
+    emulator.faults.add(FaultRule(verb="patch", resource="trainingruntimes", status=503, times=1))
+    with pytest.raises(TransientError):
+        run(make_adapter().start(job, 1))
+    [copy] = stored(emulator, "TrainingRuntime")
+    assert "ownerReferences" not in copy["metadata"]
+    run(make_adapter().start(job, 1))
+    [copy] = stored(emulator, "TrainingRuntime")
+    [trainjob] = stored(emulator, "TrainJob")
+    assert copy["metadata"]["ownerReferences"][0]["uid"] == trainjob["metadata"]["uid"]
+
+
+def test_a_trainjob_the_server_rejects_removes_the_copy(
+    emulator: Emulator, make_adapter: AdapterFactory
+) -> None:
+    job = job_of(example_spec("torch"))
+    emulator.faults.add(
+        FaultRule(verb="create", resource="trainjobs", status=422, message="denied by a webhook")
+    )
+    with pytest.raises(Unsupported) as refused:
+        run(make_adapter().start(job, 1))
+    assert refused.value.rules == ("api-rejected",)
+    assert stored(emulator, "TrainingRuntime") == stored(emulator, "TrainJob") == []
