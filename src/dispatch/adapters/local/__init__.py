@@ -1,1 +1,22 @@
-"""The embedded local scheduler: a job's nodes as process groups on this machine."""
+"""The embedded local scheduler: a job's nodes as process groups on this machine.
+
+``LocalAdapter`` is imported lazily: the attempt runner (``python -m
+dispatch.adapters.local.runner``) imports this package too and must not pay for the model.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dispatch.adapters.local.adapter import LocalAdapter
+
+__all__ = ["LocalAdapter"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LocalAdapter":
+        from dispatch.adapters.local.adapter import LocalAdapter
+
+        return LocalAdapter
+    raise AttributeError(name)

@@ -1,0 +1,168 @@
+"""The attempt directory: where an attempt's runner records it and where any process reads it.
+
+Standard library only: the attempt runner imports this module, and the runner must start fast.
+
+Layout under ``<adapter state dir>/jobs/<job id>/attempt-<n>/``:
+
+=================  ==============================================================  =========
+file               meaning                                                         writer
+=================  ==============================================================  =========
+``launch.json``    exactly what to run (argv, env, cwd, log per process)           start
+``spawn.json``     pid of the runner that ``start`` spawned                        start
+``start.lock``     flock held while a ``start`` call works on the attempt          start
+``claim``          created once (O_EXCL): this attempt's execution is taken        runner
+``runner.lock``    flock held by the runner for its whole life ("runner alive")    runner
+``status.json``    the runner's facts: processes, exits, events (atomic rewrite)    runner
+``cancel.json``    the first cancel request: who, why, when (O_EXCL)               cancel
+``lost.json``      the runner died without finishing; what its watchdog killed     watchdog
+``logs/``          ``rank-<r>.log`` per rank, or ``node-<k>.log`` under torchrun    ranks
+``runner.log``     the runner's own output                                         runner
+=================  ==============================================================  =========
+
+``<state dir>/jobs/.changed`` is touched after every status change of any attempt, so a
+watcher stats one file per cycle instead of every attempt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+RUNNER_MODULE = "dispatch.adapters.local.runner"
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptPaths:
+    """Every path of one attempt, derived from the attempt directory alone."""
+
+    root: Path
+
+    @classmethod
+    def of(cls, state_dir: Path, job_id: str, attempt: int) -> AttemptPaths:
+        return cls(jobs_dir(state_dir) / job_id / f"attempt-{attempt}")
+
+    @property
+    def launch(self) -> Path:
+        return self.root / "launch.json"
+
+    @property
+    def spawn(self) -> Path:
+        return self.root / "spawn.json"
+
+    @property
+    def start_lock(self) -> Path:
+        return self.root / "start.lock"
+
+    @property
+    def claim(self) -> Path:
+        return self.root / "claim"
+
+    @property
+    def runner_lock(self) -> Path:
+        return self.root / "runner.lock"
+
+    @property
+    def status(self) -> Path:
+        return self.root / "status.json"
+
+    @property
+    def cancel(self) -> Path:
+        return self.root / "cancel.json"
+
+    @property
+    def lost(self) -> Path:
+        return self.root / "lost.json"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def runner_log(self) -> Path:
+        return self.root / "runner.log"
+
+    @property
+    def changed(self) -> Path:
+        return self.root.parent.parent / ".changed"
+
+
+def jobs_dir(state_dir: Path) -> Path:
+    return state_dir / "jobs"
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Replace ``path`` atomically: readers see the old or the new content, never a mix."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temp, "w", encoding="utf-8") as handle:
+        json.dump(value, handle, indent=1, sort_keys=True)
+    os.replace(temp, path)
+
+
+def create_json(path: Path, value: Any) -> bool:
+    """Write ``path`` only if it does not exist yet; False when somebody else was first.
+
+    The content appears atomically (a temp file hard-linked into place), so a reader never
+    sees a half-written file.
+    """
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temp, "w", encoding="utf-8") as handle:
+        json.dump(value, handle, indent=1, sort_keys=True)
+    try:
+        os.link(temp, path)
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(temp)
+    return True
+
+
+def read_json(path: Path) -> Any | None:
+    """The decoded content of ``path``, or None when it does not exist (yet)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return None
+
+
+def touch(path: Path) -> None:
+    """Bump ``path``'s modification time (creating it), to wake watchers."""
+    with contextlib.suppress(OSError):
+        path.touch()
+        os.utime(path)
+
+
+def lock_held(path: Path) -> bool:
+    """True while some process holds an exclusive flock on ``path``.
+
+    Takes and drops a shared lock without blocking; a missing file means nobody holds it.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the shared lock if it was taken
+    return False
+
+
+def take_lock(path: Path, *, block: bool) -> int | None:
+    """An fd holding an exclusive flock on ``path``, or None if ``block`` is False and the lock
+    is taken. The lock lasts until the fd is closed or the process ends."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    flags = fcntl.LOCK_EX if block else fcntl.LOCK_EX | fcntl.LOCK_NB
+    try:
+        fcntl.flock(fd, flags)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
