@@ -37,6 +37,9 @@ from dispatch.records.base import (
 from dispatch.records.migrations import MIGRATIONS, SCHEMA_VERSION
 
 BUSY_TIMEOUT_MS = 30_000
+#: parsed specs, handles and outcomes kept per store (immutable values; parsing a spec is
+#: most of the cost of reading a job)
+SPEC_CACHE_SIZE = 4096
 _TERMINAL = tuple(s.value for s in TERMINAL_STATES)
 
 
@@ -61,6 +64,9 @@ class SqliteRecords:
         self.path = str(path)
         self.clock = clock or SystemClock()
         self.ids = ids or RandomIds()
+        self._specs: dict[str, JobSpec] = {}
+        self._handles: dict[str, AttemptHandle] = {}
+        self._outcomes: dict[str, Outcome] = {}
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(
@@ -129,8 +135,32 @@ class SqliteRecords:
             )
         return job
 
+    def _spec(self, text: str) -> JobSpec:
+        spec = self._specs.get(text)
+        if spec is None:
+            if len(self._specs) >= SPEC_CACHE_SIZE:
+                self._specs.clear()
+            spec = self._specs[text] = JobSpec.model_validate_json(text)
+        return spec
+
+    def _handle(self, text: str) -> AttemptHandle:
+        handle = self._handles.get(text)
+        if handle is None:
+            if len(self._handles) >= SPEC_CACHE_SIZE:
+                self._handles.clear()
+            handle = self._handles[text] = AttemptHandle.from_json(json.loads(text))
+        return handle
+
+    def _outcome(self, text: str) -> Outcome:
+        outcome = self._outcomes.get(text)
+        if outcome is None:
+            if len(self._outcomes) >= SPEC_CACHE_SIZE:
+                self._outcomes.clear()
+            outcome = self._outcomes[text] = Outcome.from_json(json.loads(text))
+        return outcome
+
     def _job_record(self, row: sqlite3.Row) -> JobRecord:
-        spec = JobSpec.model_validate_json(row["spec"])
+        spec = self._spec(row["spec"])
         cancel = (
             CancelRequest(
                 actor=row["cancel_actor"], reason=row["cancel_reason"], at=row["cancel_at"]
@@ -287,8 +317,8 @@ class SqliteRecords:
                 job_id=r["job_id"],
                 attempt=r["attempt"],
                 created_at=r["created_at"],
-                handle=AttemptHandle.from_json(json.loads(r["handle"])) if r["handle"] else None,
-                outcome=Outcome.from_json(json.loads(r["outcome"])) if r["outcome"] else None,
+                handle=self._handle(r["handle"]) if r["handle"] else None,
+                outcome=self._outcome(r["outcome"]) if r["outcome"] else None,
                 ended_at=r["ended_at"],
             )
             for r in rows
