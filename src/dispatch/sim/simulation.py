@@ -237,7 +237,7 @@ class Simulation:
             return self._advance(self._duration())
         if roll < 0.86 and dead:
             return self._restart(rng.choice(dead))
-        if roll < 0.875 and alive:
+        if roll < 0.875 and alive and self.faulty:
             return self._crash(self.actors.index(rng.choice(alive)))
         if roll < 0.94:
             return self._user()
