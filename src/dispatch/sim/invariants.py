@@ -7,6 +7,7 @@ have changed), so checking every step stays cheap. ``budget_problems`` is pure.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 
@@ -16,6 +17,8 @@ from dispatch.model import Action, Cause, State
 from dispatch.sim.driver import Call
 from dispatch.sim.store import SimRecords
 from dispatch.supervise import History, fold, load_history
+
+INF = math.inf
 
 #: every invariant the simulator checks, by the name a violation carries
 INVARIANTS = {
@@ -96,6 +99,7 @@ class Checker:
         self.truth_changed = True  # set when a start or cancel took effect, or time moved
         self._known_executions = 0
         self._active: dict[str, Execution] = {}
+        self._ends: dict[str, float] = {}
         self._terminal: dict[str, tuple[State, Cause | None]] = {}
         self._now = clock.now()
 
@@ -144,13 +148,19 @@ class Checker:
         return None
 
     def _running(self) -> Violation | None:
+        """Attempts that have not ended, per job. When an execution ends depends only on its
+        facts (created, held, cancelled): it is recomputed after a start or a cancel, and
+        otherwise compared with the clock."""
         now = self.clock.now()
         if now == self._now and not self.truth_changed:
             return None
+        if self.truth_changed:
+            for name, execution in self._active.items():
+                self._ends[name] = execution.status(INF).ended_at or INF
         self._now, self.truth_changed = now, False
         per_job: Counter[str] = Counter()
         for name, execution in list(self._active.items()):
-            if execution.status(now).ended_at is not None:
+            if self._ends[name] <= now:
                 del self._active[name]
             else:
                 per_job[execution.job_id] += 1

@@ -122,13 +122,20 @@ class Simulation:
             settings["vanishAfter"] = rng.choice((15, 60, 600))
         self.cluster = ClusterConfig(CLUSTER, "memory", settings)
         self.checker = Checker(self.store, self.scheduler, self.clock)
-        self.trace: list[str] = []
+        self._steps: list[tuple[float, str]] = []  # (virtual time, what happened) per step
         self.step = 0
         self.faulty = config.faults
         self._generation = [0] * count
         self.actors: list[Actor] = [self._boot(i, f"s{i + 1}") for i in range(count)]
         for _ in range(rng.randint(*config.initial_jobs)):
             self._submit()
+
+    @property
+    def trace(self) -> list[str]:
+        """One line per step so far: its number, the virtual time, and what happened."""
+        return [
+            f"{n:5d} t={at - START_TIME:8.1f} {text}" for n, (at, text) in enumerate(self._steps, 1)
+        ]
 
     # --- the world ------------------------------------------------------------------------
 
@@ -263,7 +270,7 @@ class Simulation:
 
     def _record(self, text: str) -> None:
         self.step += 1
-        self.trace.append(f"{self.step:5d} t={self.clock.now() - START_TIME:8.1f} {text}")
+        self._steps.append((self.clock.now(), text))
         if self.result.violation is None:
             violation = self.checker.after_step()
             if violation is not None:
