@@ -41,7 +41,7 @@ FAULT_RATE = 0.08
 DISTORT_RATE = 0.08
 _FAULTS = tuple(Fault)
 #: steps allowed, once faults stop, for every job to settle
-QUIET_STEPS = 2000
+QUIET_STEPS = 1000
 #: virtual seconds a supervisor pauses between two passes (drawn per supervisor process)
 POLL_INTERVALS = (0.5, 1.0, 2.0, 5.0)
 
