@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dispatch.clock import Clock, IdGenerator, RandomIds, SystemClock
 from dispatch.model import (
@@ -37,6 +38,11 @@ from dispatch.records.base import (
 from dispatch.records.migrations import MIGRATIONS, SCHEMA_VERSION
 
 BUSY_TIMEOUT_MS = 30_000
+#: parsed rows kept per store and kind (immutable values; parsing a spec is most of the cost
+#: of reading a job)
+PARSED_CACHE_SIZE = 4096
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 _TERMINAL = tuple(s.value for s in TERMINAL_STATES)
 
 
@@ -61,6 +67,11 @@ class SqliteRecords:
         self.path = str(path)
         self.clock = clock or SystemClock()
         self.ids = ids or RandomIds()
+        self._specs: dict[str, JobSpec] = {}
+        self._jobs: dict[tuple[Any, ...], JobRecord] = {}
+        self._handles: dict[str, AttemptHandle] = {}
+        self._outcomes: dict[str, Outcome] = {}
+        self._log_entries: dict[int, LogEntry] = {}
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(
@@ -129,8 +140,30 @@ class SqliteRecords:
             )
         return job
 
+    @staticmethod
+    def _cached(cache: dict[K, V], key: K, make: Callable[[], V]) -> V:
+        """Reading a job or attempt parses JSON and validates a spec each time: the values
+        are immutable, so each distinct row is parsed once (bounded caches)."""
+        value = cache.get(key)
+        if value is None:
+            if len(cache) >= PARSED_CACHE_SIZE:
+                cache.clear()
+            value = cache[key] = make()
+        return value
+
+    def _handle(self, text: str) -> AttemptHandle:
+        return self._cached(self._handles, text, lambda: AttemptHandle.from_json(json.loads(text)))
+
+    def _outcome(self, text: str) -> Outcome:
+        return self._cached(self._outcomes, text, lambda: Outcome.from_json(json.loads(text)))
+
     def _job_record(self, row: sqlite3.Row) -> JobRecord:
-        spec = JobSpec.model_validate_json(row["spec"])
+        return self._cached(self._jobs, tuple(row), lambda: self._parse_job(row))
+
+    def _parse_job(self, row: sqlite3.Row) -> JobRecord:
+        spec = self._cached(
+            self._specs, row["spec"], lambda: JobSpec.model_validate_json(row["spec"])
+        )
         cancel = (
             CancelRequest(
                 actor=row["cancel_actor"], reason=row["cancel_reason"], at=row["cancel_at"]
@@ -287,8 +320,8 @@ class SqliteRecords:
                 job_id=r["job_id"],
                 attempt=r["attempt"],
                 created_at=r["created_at"],
-                handle=AttemptHandle.from_json(json.loads(r["handle"])) if r["handle"] else None,
-                outcome=Outcome.from_json(json.loads(r["outcome"])) if r["outcome"] else None,
+                handle=self._handle(r["handle"]) if r["handle"] else None,
+                outcome=self._outcome(r["outcome"]) if r["outcome"] else None,
                 ended_at=r["ended_at"],
             )
             for r in rows
@@ -346,16 +379,19 @@ class SqliteRecords:
             return self._append_log(db, job_id, kind, data)
 
     def log(self, job_id: str) -> list[LogEntry]:
-        return [
-            LogEntry(
-                seq=r["seq"],
-                job_id=r["job_id"],
-                at=r["at"],
-                kind=r["kind"],
-                data=json.loads(r["data"]),
-            )
-            for r in self._db.execute("SELECT * FROM log WHERE job_id = ? ORDER BY seq", (job_id,))
-        ]
+        rows = self._db.execute("SELECT * FROM log WHERE job_id = ? ORDER BY seq", (job_id,))
+        return [self._cached(self._log_entries, r["seq"], partial(self._entry, r)) for r in rows]
+
+    @staticmethod
+    def _entry(row: sqlite3.Row) -> LogEntry:
+        """Log rows are append-only: an entry, once read, never changes."""
+        return LogEntry(
+            seq=row["seq"],
+            job_id=row["job_id"],
+            at=row["at"],
+            kind=row["kind"],
+            data=json.loads(row["data"]),
+        )
 
     # --- intents --------------------------------------------------------------------------
 
@@ -435,6 +471,14 @@ class SqliteRecords:
 
     def acquire_lease(self, job_id: str, owner: str, ttl: float) -> Lease | None:
         now = self.clock.now()
+        # the common case, renewing one's own live lease, is one atomic statement
+        renewed = self._db.execute(
+            "UPDATE leases SET expires_at = ? WHERE job_id = ? AND owner = ? AND expires_at > ?"
+            " RETURNING epoch",
+            (now + ttl, job_id, owner, now),
+        ).fetchall()
+        if renewed:
+            return Lease(job_id=job_id, owner=owner, expires_at=now + ttl, epoch=renewed[0][0])
         with self._write() as db:
             row = db.execute("SELECT * FROM leases WHERE job_id = ?", (job_id,)).fetchone()
             if row is None:
