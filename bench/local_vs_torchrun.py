@@ -1,5 +1,9 @@
 """Benchmark: dispatch's local scheduler against ``torchrun --standalone``, 1 node x 4 processes.
 
+Launchers: ``torchrun`` alone; ``dispatch+torchrun`` (the job's command is torchrun, which
+dispatch runs once for the node: the like-for-like measure of what dispatch adds); and
+``dispatch`` (per-rank mode: dispatch starts the 4 ranks itself, no torchrun).
+
 Two figures, each the median of ``--repeat`` runs (runs of the two launchers alternate, so load
 from elsewhere on the machine hits both alike):
 
@@ -51,7 +55,7 @@ dist.destroy_process_group()
 """
 
 
-def drive(workdir: str, state: str, fail: bool) -> int:
+def drive(workdir: str, state: str, fail: bool, torchrun: bool) -> int:
     """Act as the dispatch process: start the attempt, follow it to its outcome."""
     from dispatch.adapters.base import AdapterContext
     from dispatch.adapters.local import LocalAdapter
@@ -64,7 +68,7 @@ def drive(workdir: str, state: str, fail: bool) -> int:
             "name": "bench",
             "nodes": 1,
             "procsPerNode": 4,
-            "command": ["python", "trivial.py"],
+            "command": ["torchrun", "trivial.py"] if torchrun else ["python", "trivial.py"],
             "workingDir": workdir,
             "env": env,
         }
@@ -88,7 +92,16 @@ def launch(kind: str, workdir: Path, fail: bool) -> subprocess.Popen[bytes]:
         argv = ["torchrun", "--standalone", "--nproc-per-node", "4", "trivial.py"]
     else:
         state = str(workdir / "state")
-        argv = [sys.executable, __file__, "--drive", str(workdir), state, "1" if fail else "0"]
+        mode = "torchrun" if kind == "dispatch+torchrun" else "per-rank"
+        argv = [
+            sys.executable,
+            __file__,
+            "--drive",
+            str(workdir),
+            state,
+            "1" if fail else "0",
+            mode,
+        ]
     return subprocess.Popen(
         argv, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -103,7 +116,7 @@ def fresh_dir(base: Path, name: str) -> Path:
 
 
 def wall_time(kind: str, base: Path) -> float:
-    folder = fresh_dir(base, kind)
+    folder = fresh_dir(base, kind.replace("+", "-"))
     began = time.perf_counter()
     code = launch(kind, folder, fail=False).wait()
     took = time.perf_counter() - began
@@ -120,7 +133,7 @@ def _gone(pid: int) -> bool:
 
 
 def stop_time(kind: str, base: Path) -> float:
-    folder = fresh_dir(base, kind)
+    folder = fresh_dir(base, kind.replace("+", "-"))
     process = launch(kind, folder, fail=True)
     pids: list[int] = []
     while not (folder / "failed-at").exists() or len(pids) < 4:
@@ -139,12 +152,13 @@ def stop_time(kind: str, base: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--drive", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--drive", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.drive:
-        sys.exit(drive(args.drive[0], args.drive[1], args.drive[2] == "1"))
+        workdir, state, fail, mode = args.drive
+        sys.exit(drive(workdir, state, fail == "1", mode == "torchrun"))
     base = Path(tempfile.mkdtemp(prefix="dispatch-bench-"))
-    kinds = ("torchrun", "dispatch")
+    kinds = ("torchrun", "dispatch+torchrun", "dispatch")
     walls: dict[str, list[float]] = {k: [] for k in kinds}
     stops: dict[str, list[float]] = {k: [] for k in kinds}
     for _ in range(args.repeat):
@@ -163,8 +177,9 @@ def main() -> None:
             f"| {kind} | {statistics.median(w):.3f} ({min(w):.3f}-{max(w):.3f}) "
             f"| {statistics.median(s):.3f} ({min(s):.3f}-{max(s):.3f}) |"
         )
-    overhead = statistics.median(walls["dispatch"]) / statistics.median(walls["torchrun"]) - 1
-    print(f"dispatch wall-time overhead vs torchrun: {overhead:+.1%}")
+    for kind in kinds[1:]:
+        overhead = statistics.median(walls[kind]) / statistics.median(walls["torchrun"]) - 1
+        print(f"{kind} wall-time overhead vs torchrun: {overhead:+.1%}")
 
 
 if __name__ == "__main__":
