@@ -120,3 +120,12 @@ def test_success_needs_every_process_to_exit_zero() -> None:
     status = _status([_process(0, 0, 1.0, exitCode=0), _process(1, 0, 1.0, exitCode=0)])
     outcome = derive(status, None, runner_alive=False, now=2.0)
     assert outcome.state is State.SUCCEEDED and outcome.cause is None
+
+
+def test_a_failure_recorded_before_the_runner_died_still_wins() -> None:
+    status = {
+        **_status([_process(0, 0, 3.0, exitCode=2), _process(1, 0, None, stoppedBy="dispatch")]),
+        "phase": "stopping",
+    }
+    outcome = derive(status, {"at": 4.0, "killed": [101]}, runner_alive=False, now=9.0)
+    assert (outcome.cause, outcome.first_failure.exit_code) == (Cause.APP_ERROR, 2)  # type: ignore[union-attr]

@@ -63,7 +63,7 @@ from dispatch.model import (
 )
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-WATCH_INTERVAL = 0.1  # seconds between checks of the shared change marker
+WATCH_INTERVAL = 0.05  # seconds between checks of the shared change marker
 WATCH_REFRESH = 1.0  # seconds between full re-reads even without a change (runner deaths)
 
 

@@ -240,22 +240,12 @@ def derive(
     (``lost``) and whether the runner still runs. ``now`` dates facts observed only now."""
     facts = evidence(status, lost, now)
     by_key = {e.key: e for e in facts}
-    if status is None or status.get("phase") != "ended":
-        if runner_alive and lost is None:
-            started = status is not None and any(p.get("pid") for p in status.get("processes", ()))
-            return Outcome(State.RUNNING if started else State.QUEUED)
-        text = "the attempt runner ended without recording the end of the attempt; its processes were stopped with it"
-        at = float(lost["at"]) if lost else now
-        proof = tuple(k for k in ("runner-lost",) if k in by_key)
-        return Outcome(
-            State.FAILED,
-            Cause.NODE_LOST,
-            text,
-            Failure(at=at, where=f"runner pid {(status or {}).get('runnerPid')}", message=text),
-            tuple(by_key[k] for k in proof),
-        )
-    records = list(status.get("processes", ()))
-    events = list(status.get("events", ()))
+    ended = status is not None and status.get("phase") == "ended"
+    if not ended and runner_alive and lost is None:
+        started = status is not None and any(p.get("pid") for p in status.get("processes", ()))
+        return Outcome(State.RUNNING if started else State.QUEUED)
+    records = list((status or {}).get("processes", ()))
+    events = list((status or {}).get("events", ()))
     candidates = [c for i, e in enumerate(events) if (c := _event_candidate(i, e))]
     candidates += [
         _process_candidate(r, records, events)
@@ -264,6 +254,17 @@ def derive(
         and not r.get("stoppedBy")
         and (r.get("signal") is not None or r.get("exitCode"))
     ]
+    if not ended:  # the runner died first; what it recorded before may still explain more
+        text = (
+            "the attempt runner ended without recording the end of the attempt; "
+            "its processes were stopped with it"
+        )
+        at = float(lost["at"]) if lost else now
+        where = f"runner pid {(status or {}).get('runnerPid')}"
+        proof = ("runner-lost",) if lost else ()
+        candidates.append(
+            _Candidate(at, Cause.NODE_LOST, text, Failure(at=at, where=where, message=text), proof)
+        )
     if not candidates:
         if records and all(r.get("exitCode") == 0 for r in records):
             return Outcome(State.SUCCEEDED, summary=f"all {len(records)} process(es) exited 0")

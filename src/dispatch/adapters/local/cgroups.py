@@ -15,6 +15,9 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from dispatch.adapters.local.launchfile import AttemptLaunch
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -156,3 +159,29 @@ def probe(parent: MemoryParent | None) -> str | None:
         return f"cannot create a memory cgroup under {parent.path}: {exc.strerror or exc}"
     group.remove()
     return None
+
+
+def setup_node_groups(
+    launch: AttemptLaunch,
+) -> tuple[dict[int, NodeCgroup], dict[str, Any]]:
+    """Node groups when the launch asks for a memory limit and cgroups can be made, with the
+    enforcement mode for ``status.json``; ``watchdog`` mode (no groups) otherwise."""
+    limit = launch.memory_bytes
+    if limit is None:
+        return {}, {"mode": "none", "limitBytes": None}
+    if launch.memory_mode != "watchdog":
+        parent = find_memory_parent()
+        groups: dict[int, NodeCgroup] = {}
+        try:
+            if parent is None:
+                raise OSError("no writable memory cgroup")
+            base = f"dispatch-{launch.job_id}-a{launch.attempt}"
+            for node in range(launch.nodes):
+                groups[node] = create_node_cgroup(parent, f"{base}-node{node}", limit)
+            return groups, {"mode": f"cgroup-v{parent.version}", "limitBytes": limit}
+        except OSError as exc:
+            for group in groups.values():
+                group.remove()
+            note = f"cgroups unavailable ({exc}); using the RSS watchdog"
+            return {}, {"mode": "watchdog", "limitBytes": limit, "note": note}
+    return {}, {"mode": "watchdog", "limitBytes": limit}

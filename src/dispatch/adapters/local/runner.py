@@ -355,31 +355,6 @@ def _failed(record: dict[str, Any]) -> bool:
     return record["endedAt"] is not None and (record["signal"] is not None or record["exitCode"])
 
 
-def _memory_setup(
-    launch: AttemptLaunch,
-) -> tuple[dict[int, cgroups.NodeCgroup], dict[str, Any]]:
-    """Node cgroups when the launch asks for a memory limit and cgroups can be made."""
-    limit = launch.memory_bytes
-    if limit is None:
-        return {}, {"mode": "none", "limitBytes": None}
-    if launch.memory_mode != "watchdog":
-        parent = cgroups.find_memory_parent()
-        groups: dict[int, cgroups.NodeCgroup] = {}
-        try:
-            if parent is None:
-                raise OSError("no writable memory cgroup")
-            base = f"dispatch-{launch.job_id}-a{launch.attempt}"
-            for node in range(launch.nodes):
-                groups[node] = cgroups.create_node_cgroup(parent, f"{base}-node{node}", limit)
-            return groups, {"mode": f"cgroup-v{parent.version}", "limitBytes": limit}
-        except OSError as exc:
-            for group in groups.values():
-                group.remove()
-            note = f"cgroups unavailable ({exc}); using the RSS watchdog"
-            return {}, {"mode": "watchdog", "limitBytes": limit, "note": note}
-    return {}, {"mode": "watchdog", "limitBytes": limit}
-
-
 def main(argv: list[str]) -> int:
     paths = AttemptPaths(Path(argv[1]))
     raw = read_json(paths.launch)
@@ -387,7 +362,7 @@ def main(argv: list[str]) -> int:
         print(f"no launch.json in {paths.root}", file=sys.stderr)
         return 2
     launch = AttemptLaunch.from_json(raw)
-    groups, memory = _memory_setup(launch)
+    groups, memory = cgroups.setup_node_groups(launch)
     watchdog_pid, done = fork_watchdog(paths, launch.tag, list(groups.values()))
     try:
         if take_lock(paths.runner_lock, block=False) is None:

@@ -1,0 +1,186 @@
+"""Benchmark: dispatch's local scheduler against ``torchrun --standalone``, 1 node x 4 processes.
+
+Launchers: ``torchrun`` alone; ``dispatch+torchrun`` (the job's command is torchrun, which
+dispatch runs once for the node: the like-for-like measure of what dispatch adds); and
+``dispatch`` (per-rank mode: dispatch starts the 4 ranks itself, no torchrun).
+
+Two figures, each the median of ``--repeat`` runs (runs of the two launchers alternate, so load
+from elsewhere on the machine hits both alike):
+
+* wall time to completion of a trivial gloo script (``init_process_group``, one all_reduce,
+  ``destroy_process_group``), measured from outside: from spawning the launcher's process to
+  its exit. For dispatch that process imports dispatch, starts the attempt through
+  ``LocalAdapter`` and follows it to its outcome, as ``dispatch run`` will.
+* time from one rank's failure (rank 1 exits 3 after the all_reduce; it records the time just
+  before exiting) to all ranks stopped (every rank pid gone or a zombie, polled every 2 ms).
+
+Usage:  python bench/local_vs_torchrun.py [--repeat 7]
+Needs torch (pip install -e '.[torch]').
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+SCRIPT = """
+import os, sys, time
+import torch
+import torch.distributed as dist
+out = os.environ["BENCH_OUT"]
+rank = int(os.environ["RANK"])
+with open(os.path.join(out, f"pid-{rank}"), "w") as f:
+    f.write(str(os.getpid()))
+dist.init_process_group("gloo")
+t = torch.ones(4) * rank
+dist.all_reduce(t)
+assert t[0].item() == sum(range(dist.get_world_size()))
+if os.environ.get("BENCH_FAIL") == "1":
+    if rank == 1:
+        with open(os.path.join(out, "failed-at"), "w") as f:
+            f.write(repr(time.time()))
+        os._exit(3)
+    time.sleep(120)
+dist.destroy_process_group()
+"""
+
+
+def drive(workdir: str, state: str, fail: bool, torchrun: bool) -> int:
+    """Act as the dispatch process: start the attempt, follow it to its outcome."""
+    from dispatch.adapters.base import AdapterContext
+    from dispatch.adapters.local import LocalAdapter
+    from dispatch.config import ClusterConfig
+    from dispatch.model import Job, parse_spec
+
+    env = {"BENCH_OUT": workdir, "BENCH_FAIL": "1" if fail else "0"}
+    spec = parse_spec(
+        {
+            "name": "bench",
+            "nodes": 1,
+            "procsPerNode": 4,
+            "command": ["torchrun", "trivial.py"] if torchrun else ["python", "trivial.py"],
+            "workingDir": workdir,
+            "env": env,
+        }
+    )
+    adapter = LocalAdapter(ClusterConfig("local", "local"), AdapterContext(Path(state)))
+
+    async def run() -> bool:
+        handle = await adapter.start(Job("bench-1", spec, 0.0), 1)
+        async for observation in adapter.watch([handle]):
+            if observation.outcome.is_terminal:
+                return observation.outcome.cause is None
+        return False
+
+    return 0 if asyncio.run(run()) else 1
+
+
+def launch(kind: str, workdir: Path, fail: bool) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "BENCH_OUT": str(workdir), "BENCH_FAIL": "1" if fail else "0"}
+    env["TMPDIR"] = str(workdir)
+    if kind == "torchrun":
+        argv = ["torchrun", "--standalone", "--nproc-per-node", "4", "trivial.py"]
+    else:
+        state = str(workdir / "state")
+        mode = "torchrun" if kind == "dispatch+torchrun" else "per-rank"
+        argv = [
+            sys.executable,
+            __file__,
+            "--drive",
+            str(workdir),
+            state,
+            "1" if fail else "0",
+            mode,
+        ]
+    return subprocess.Popen(
+        argv, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
+def fresh_dir(base: Path, name: str) -> Path:
+    folder = base / name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    (folder / "trivial.py").write_text(SCRIPT)
+    return folder
+
+
+def wall_time(kind: str, base: Path) -> float:
+    folder = fresh_dir(base, kind.replace("+", "-"))
+    began = time.perf_counter()
+    code = launch(kind, folder, fail=False).wait()
+    took = time.perf_counter() - began
+    if code != 0:
+        raise SystemExit(f"{kind} failed with exit code {code}")
+    return took
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def stop_time(kind: str, base: Path) -> float:
+    folder = fresh_dir(base, kind.replace("+", "-"))
+    process = launch(kind, folder, fail=True)
+    pids: list[int] = []
+    while not (folder / "failed-at").exists() or len(pids) < 4:
+        pids = [int(p.read_text() or 0) for p in folder.glob("pid-*") if p.read_text()]
+        if process.poll() is not None:
+            raise SystemExit(f"{kind} ended before the failure was recorded")
+        time.sleep(0.002)
+    while not all(_gone(pid) for pid in pids):
+        time.sleep(0.002)
+    stopped = time.time()
+    failed = float((folder / "failed-at").read_text())
+    process.wait()
+    return stopped - failed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--drive", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.drive:
+        workdir, state, fail, mode = args.drive
+        sys.exit(drive(workdir, state, fail == "1", mode == "torchrun"))
+    base = Path(tempfile.mkdtemp(prefix="dispatch-bench-"))
+    kinds = ("torchrun", "dispatch+torchrun", "dispatch")
+    walls: dict[str, list[float]] = {k: [] for k in kinds}
+    stops: dict[str, list[float]] = {k: [] for k in kinds}
+    for _ in range(args.repeat):
+        for kind in kinds:
+            walls[kind].append(wall_time(kind, base))
+            stops[kind].append(stop_time(kind, base))
+    shutil.rmtree(base, ignore_errors=True)
+    print(
+        f"runs per figure: {args.repeat}; CPUs: {os.cpu_count()}; python {sys.version.split()[0]}"
+    )
+    print("| launcher | wall time median (min-max) s | failure-to-all-stopped median (min-max) s |")
+    print("|---|---|---|")
+    for kind in kinds:
+        w, s = walls[kind], stops[kind]
+        print(
+            f"| {kind} | {statistics.median(w):.3f} ({min(w):.3f}-{max(w):.3f}) "
+            f"| {statistics.median(s):.3f} ({min(s):.3f}-{max(s):.3f}) |"
+        )
+    for kind in kinds[1:]:
+        overhead = statistics.median(walls[kind]) / statistics.median(walls["torchrun"]) - 1
+        print(f"{kind} wall-time overhead vs torchrun: {overhead:+.1%}")
+
+
+if __name__ == "__main__":
+    main()
