@@ -184,3 +184,37 @@ def test_unknown_job_and_unknown_cluster_are_clear_errors(write_job, tmp_path: P
     refused = dispatch("run", str(spec))
     assert refused.returncode == 2
     assert "no cluster named 'prod'" in refused.stderr
+
+
+def test_kill_9_of_run_leaves_no_unsupervised_rank(write_job) -> None:  # type: ignore[no-untyped-def]
+    """`dispatch run` killed with SIGKILL cannot cancel; its standby background supervisor
+    takes the job over when the foreground lease expires and drives it to its end, after
+    which no process of the job is left."""
+    spec = write_job(
+        "short",
+        """
+        name: short
+        nodes: 1
+        procsPerNode: 2
+        command: ["python", "-c", "import time; time.sleep(4)"]
+        """,
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dispatch", "run", str(spec)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=dict(os.environ),
+    )
+    listed = wait_for(lambda: json.loads(dispatch("list", "-o", "json").stdout))
+    job_id = listed[0]["job"]
+    wait_for(lambda: len(job_processes(job_id)) == 2)
+    process.kill()
+    process.wait(timeout=10)
+
+    def ended() -> dict[str, object] | None:
+        status = json.loads(dispatch("status", job_id, "-o", "json").stdout)
+        return status if status["state"] in ("succeeded", "failed", "cancelled") else None
+
+    final = wait_for(ended, timeout=90, interval=1.0)
+    assert final["state"] == "succeeded"
+    assert not job_processes(job_id)

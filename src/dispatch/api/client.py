@@ -32,6 +32,8 @@ from dispatch.supervise import Supervisor
 PREVIEW_SUFFIX = "preview"
 #: seconds between observations while ``run`` drives a job in the foreground
 DRIVE_POLL_INTERVAL = 0.25
+#: seconds after which a killed ``run`` process's job is taken over by the background supervisor
+FOREGROUND_LEASE_TTL = 10.0
 
 
 def default_actor() -> str:
@@ -118,6 +120,11 @@ class AsyncClient:
         If the caller is cancelled (Ctrl-C), the job is cancelled and driven to its end first.
         """
         job = await self._accept(spec, spec_file)
+        if self.background:
+            # A standby: if this process dies without a chance to cancel (kill -9), the
+            # background supervisor takes the job's lease when it expires and drives the job
+            # to its end, so its ranks are never left running unsupervised.
+            ensure_supervisor(self.env)
         if on_submitted is not None:
             result = on_submitted(await self.get(job.id))
             if result is not None:
@@ -132,6 +139,7 @@ class AsyncClient:
             self.env.clock,
             f"{default_actor()}-run",
             poll_interval=DRIVE_POLL_INTERVAL,
+            lease_ttl=FOREGROUND_LEASE_TTL,
         )
         try:
             await supervisor.drive(job_id)

@@ -73,7 +73,7 @@ async def run_and_follow(api: AsyncClient, spec_file: str, live: bool) -> JobSta
 def command(settings: Settings, spec_file: str, output: str) -> None:
     """Submit a job and follow it to the end: every rank's output while it runs, then state,
     cause and evidence. Ctrl-C cancels the job cleanly. Exit 0 only if it succeeded."""
-    api = client(settings, background=False)
+    api = client(settings)
     try:
         final = asyncio.run(run_and_follow(api, spec_file, live=output == "text"))
     except KeyboardInterrupt:
