@@ -25,6 +25,7 @@ import hashlib
 import re
 from typing import Any
 
+from dispatch.testing.k8s.admission import AdmissionRequest
 from dispatch.testing.k8s.controllers.base import (
     MERGE,
     Key,
@@ -37,6 +38,7 @@ from dispatch.testing.k8s.controllers.base import (
     set_condition,
     write_status,
 )
+from dispatch.testing.k8s.errors import FieldError
 from dispatch.testing.k8s.meta import parse_rfc3339
 from dispatch.testing.k8s.watch import Change
 
@@ -52,9 +54,36 @@ def _job_failed(job: JsonObj) -> JsonObj | None:
     return found if found is not None and found.get("status") == "True" else None
 
 
+class JobSetWebhook:
+    """JobSet's validating webhook, the part that bites Trainer users: generated pod names
+    ``<jobset>-<replicatedJob>-<jobIndex>-<podIndex>-<5 chars>`` must fit in 63 characters."""
+
+    def admit(self, request: AdmissionRequest) -> list[FieldError]:
+        if request.rtype.kind != "JobSet" or request.subresource or request.operation != "CREATE":
+            return []
+        name = request.obj["metadata"].get("name", "")
+        errors = []
+        for i, rjob in enumerate((request.obj.get("spec") or {}).get("replicatedJobs") or []):
+            pods = int(((rjob.get("template") or {}).get("spec") or {}).get("parallelism", 1))
+            longest = f"{name}-{rjob.get('name')}-{int(rjob.get('replicas', 1)) - 1}-{max(pods, 1) - 1}-abcde"
+            if len(longest) > 63:
+                errors.append(
+                    FieldError.invalid(
+                        f"spec.replicatedJobs[{i}]",
+                        longest,
+                        "pod names generated for this JobSet will exceed 63 characters",
+                    )
+                )
+        return errors
+
+
 class JobSetController(Reconciler):
     name = "jobset"
     watches = ((JOBSET_API, "JobSet"), ("batch/v1", "Job"))
+
+    def install(self, cluster: Any) -> None:
+        super().install(cluster)
+        cluster.store.admission.add(JobSetWebhook())
 
     def keys(self, change: Change) -> list[Key]:
         if change.rtype.kind == "Job":
