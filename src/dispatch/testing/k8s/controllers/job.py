@@ -21,8 +21,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from dispatch.testing.k8s.admission import AdmissionRequest
 from dispatch.testing.k8s.controllers.base import (
     Key,
+    record_event,
     Reconciler,
     condition,
     is_true,
@@ -31,6 +33,7 @@ from dispatch.testing.k8s.controllers.base import (
     set_condition,
     write_status,
 )
+from dispatch.testing.k8s.errors import ApiError, FieldError, FieldErrorType
 from dispatch.testing.k8s.meta import rfc3339
 from dispatch.testing.k8s.watch import Change
 
@@ -71,9 +74,32 @@ def compress(indexes: set[int]) -> str:
     return ",".join(out)
 
 
+class PodValidation:
+    """The API server's pod checks that a runtimePatch can break: every container and init
+    container needs an image, and container names are unique across both lists."""
+
+    def admit(self, request: AdmissionRequest) -> list[FieldError]:
+        if request.rtype.kind != "Pod" or request.subresource or request.operation != "CREATE":
+            return []
+        spec = request.obj.get("spec") or {}
+        errors, seen = [], set()
+        for field in ("initContainers", "containers"):
+            for i, c in enumerate(spec.get(field) or []):
+                if not c.get("image"):
+                    errors.append(FieldError.required(f"spec.{field}[{i}].image"))
+                if c.get("name") in seen:
+                    errors.append(FieldError(FieldErrorType.DUPLICATE, f"spec.{field}[{i}].name", "", c.get("name")))
+                seen.add(c.get("name"))
+        return errors
+
+
 class JobController(Reconciler):
     name = "job"
     watches = (("batch/v1", "Job"), ("v1", "Pod"))
+
+    def install(self, cluster: Any) -> None:
+        super().install(cluster)
+        cluster.store.admission.add(PodValidation())
 
     def __init__(self) -> None:
         super().__init__()
@@ -246,11 +272,13 @@ class JobController(Reconciler):
         for index in range(completions):
             if index in completed or index in busy or index in failed_indexes:
                 continue
-            self.cluster.store.create(
-                self.rtype("v1", "Pod"),
-                job["metadata"]["namespace"],
-                self._pod(job, index, failures.get(index, 0)),
-            )
+            pod = self._pod(job, index, failures.get(index, 0))
+            try:
+                self.cluster.store.create(self.rtype("v1", "Pod"), job["metadata"]["namespace"], pod)
+            except ApiError as exc:
+                message = f"Error creating: {exc.message}"
+                record_event(self.cluster, job, "Warning", "FailedCreate", message, "job-controller")
+                return
 
     def _pod(self, job: JsonObj, index: int, failures: int) -> JsonObj:
         m = job["metadata"]

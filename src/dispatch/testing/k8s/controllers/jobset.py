@@ -118,6 +118,8 @@ class JobSetController(Reconciler):
             if int(status["restarts"]) == attempt:
                 self._create_missing(js, current, attempt)
         status["replicatedJobsStatus"] = self._replicated_status(js, current)
+        if not status["conditions"]:
+            status.pop("conditions")
         if status != (js.get("status") or {}):
             write_status(self.cluster, self.rtype(JOBSET_API, "JobSet"), js, status)
         return None
