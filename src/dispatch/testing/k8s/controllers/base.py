@@ -116,12 +116,8 @@ class Reconciler:
         return self.cluster.rtype(api_version, kind)
 
     def find(self, api_version: str, kind: str, namespace: str | None, name: str) -> JsonObj | None:
-        try:
-            return self.cluster.store.get(self.rtype(api_version, kind), namespace, name)
-        except ApiError as exc:
-            if exc.code == 404:
-                return None
-            raise
+        """The current object, read-only (copy before changing it), or None."""
+        return self.cluster.store.peek(self.rtype(api_version, kind), namespace, name)
 
     def now(self) -> float:
         return self.cluster.clock.now()

@@ -121,7 +121,7 @@ class JobController(Reconciler):
         if job["metadata"].get("deletionTimestamp"):
             self._seen.pop(uid, None)
             return None
-        pods = [copy.deepcopy(o) for t, o in self.cluster.store.dependents(uid) if t.kind == "Pod"]
+        pods = [o for t, o in self.cluster.store.dependents(uid) if t.kind == "Pod"]
         spec, status = job["spec"], copy.deepcopy(job.get("status") or {})
         conds: list[JsonObj] = status.setdefault("conditions", [])
         now = self.now()

@@ -213,11 +213,7 @@ class JobSetController(Reconciler):
 
     def _jobs(self, js: JsonObj) -> list[JsonObj]:
         uid = js["metadata"]["uid"]
-        return [
-            copy.deepcopy(obj)
-            for rtype, obj in self.cluster.store.dependents(uid)
-            if rtype.kind == "Job"
-        ]
+        return [obj for rtype, obj in self.cluster.store.dependents(uid) if rtype.kind == "Job"]
 
     def _delete_job(self, job: JsonObj) -> None:
         m = job["metadata"]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 from typing import TYPE_CHECKING, Any
 
 from dispatch.testing.k8s.controllers.base import set_condition, write_status
@@ -385,4 +384,3 @@ class Kubelet:
             self.cluster.store.delete(pod_type, *key, grace_period_seconds=0)
         except ApiError:
             pass
-        _ = json  # keeps the import for status debugging hooks

@@ -134,6 +134,14 @@ class TrainerController(Reconciler):
         return runtime
 
     def _build(self, tj: JsonObj, kind: str, runtime_name: str) -> None:
+        m = tj["metadata"]
+        existing = self.find(JOBSET_API, "JobSet", m["namespace"], m["name"])
+        if (
+            existing is not None
+            and not (tj.get("spec") or {}).get("suspend")
+            and not existing["spec"].get("suspend")
+        ):
+            return  # a running JobSet is never changed: nothing to build
         try:
             runtime = self._runtime(tj, kind, runtime_name)
             jobset = render_jobset(tj, runtime)
