@@ -49,7 +49,9 @@ def trainjob(name: str, runtime: str = "torch-distributed", **spec: Any) -> dict
     }
 
 
-def objects(emu: Emulator, api_version: str, kind: str, namespace: str | None = "default", **labels: str) -> list[dict[str, Any]]:
+def objects(
+    emu: Emulator, api_version: str, kind: str, namespace: str | None = "default", **labels: str
+) -> list[dict[str, Any]]:
     from dispatch.testing.k8s.selectors import LabelSelector
 
     cluster_ = emu.cluster
@@ -58,7 +60,9 @@ def objects(emu: Emulator, api_version: str, kind: str, namespace: str | None = 
     return emu.call(lambda: cluster_.store.list(rtype, namespace, labels=selector).items)
 
 
-def find(emu: Emulator, api_version: str, kind: str, name: str, namespace: str | None = "default") -> dict[str, Any] | None:
+def find(
+    emu: Emulator, api_version: str, kind: str, name: str, namespace: str | None = "default"
+) -> dict[str, Any] | None:
     found = [o for o in objects(emu, api_version, kind, namespace) if o["metadata"]["name"] == name]
     return found[0] if found else None
 
@@ -83,11 +87,15 @@ def cond(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
 
 
 def trainjob_condition(emu: Emulator, name: str, ctype: str) -> dict[str, Any]:
-    return wait_for(f"TrainJob {name} {ctype}", lambda: cond(find(emu, TRAINER, "TrainJob", name), ctype))
+    return wait_for(
+        f"TrainJob {name} {ctype}", lambda: cond(find(emu, TRAINER, "TrainJob", name), ctype)
+    )
 
 
 def events(emu: Emulator, name: str, namespace: str = "default") -> list[dict[str, Any]]:
-    return [e for e in objects(emu, "v1", "Event", namespace) if e["involvedObject"]["name"] == name]
+    return [
+        e for e in objects(emu, "v1", "Event", namespace) if e["involvedObject"]["name"] == name
+    ]
 
 
 def pods(emu: Emulator, trainjob_name: str) -> list[dict[str, Any]]:

@@ -19,5 +19,15 @@ job = client.wait_for_job_status(name, status={"Complete"}, timeout=60, polling_
 seen = client.get_job(name)
 steps = sorted(s.name for s in seen.steps)
 client.delete_job(name)
-print(json.dumps({"runtimes": runtimes, "name": name, "status": job.status, "after": seen.status,
-                  "steps": steps, "nodes": seen.num_nodes}))
+print(
+    json.dumps(
+        {
+            "runtimes": runtimes,
+            "name": name,
+            "status": job.status,
+            "after": seen.status,
+            "steps": steps,
+            "nodes": seen.num_nodes,
+        }
+    )
+)

@@ -38,4 +38,6 @@ def test_trainer_client_lifecycle(tmp_path: Path) -> None:
         assert seen["steps"] == ["node-0", "node-1"]
         trainer = emu.cluster.rtype("trainer.kubeflow.org/v1alpha1", "TrainJob")
         left = emu.call(lambda: emu.cluster.store.list(trainer, "default").items)
-        assert [t["metadata"]["name"] for t in left if not t["metadata"].get("deletionTimestamp")] == []
+        assert [
+            t["metadata"]["name"] for t in left if not t["metadata"].get("deletionTimestamp")
+        ] == []

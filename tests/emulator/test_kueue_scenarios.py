@@ -31,7 +31,12 @@ def workload(emu: object, tj_name: str) -> dict[str, object] | None:
     tj = find(emu, TRAINER, "TrainJob", tj_name)  # type: ignore[arg-type]
     if tj is None:
         return None
-    found = objects(emu, "kueue.x-k8s.io/v1beta2", "Workload", **{"kueue.x-k8s.io/job-uid": tj["metadata"]["uid"]})  # type: ignore[arg-type]
+    found = objects(
+        emu,
+        "kueue.x-k8s.io/v1beta2",
+        "Workload",
+        **{"kueue.x-k8s.io/job-uid": tj["metadata"]["uid"]},
+    )  # type: ignore[arg-type]
     return found[0] if found else None
 
 
@@ -41,12 +46,21 @@ def test_admission_preemption_and_readmission() -> None:
     finishes it is readmitted (Evicted False "Previously: ...") and completes."""
     scenario = Scenario(default=PodBehaviour(run_for=60))
     with cluster(scenario, KUEUE, time_scale=100) as emu:
-        emu.create(trainjob("low", trainer={"numNodes": 2, "resourcesPerNode": CPU2}, labels=dict(QUEUE)))
+        emu.create(
+            trainjob("low", trainer={"numNodes": 2, "resourcesPerNode": CPU2}, labels=dict(QUEUE))
+        )
         created = find(emu, TRAINER, "TrainJob", "low")
         assert created is not None  # created suspended by Kueue's webhook, then started by Kueue:
         wait_for("Started", lambda: [e for e in events(emu, "low") if e["reason"] == "Started"])
-        assert any(p["manager"] == "kueue.x-k8s.io/manager" for p in created["spec"]["runtimePatches"])
-        wait_for("low running", lambda: len([p for p in pods(emu, "low") if p["status"].get("phase") == "Running"]) == 2)
+        assert any(
+            p["manager"] == "kueue.x-k8s.io/manager" for p in created["spec"]["runtimePatches"]
+        )
+        wait_for(
+            "low running",
+            lambda: (
+                len([p for p in pods(emu, "low") if p["status"].get("phase") == "Running"]) == 2
+            ),
+        )
         wl = workload(emu, "low")
         assert wl is not None and wl["metadata"]["name"].startswith("trainjob-low-")  # type: ignore[index]
         admitted = cond(wl, "QuotaReserved")  # type: ignore[arg-type]
@@ -65,8 +79,10 @@ def test_admission_preemption_and_readmission() -> None:
         trainjob_condition(emu, "high", "Complete")
         wait_for("low readmitted", lambda: cond(workload(emu, "low"), "Admitted"), timeout=60)  # type: ignore[arg-type]
         wl = workload(emu, "low")
-        evicted_now = [c for c in wl["status"]["conditions"] if c["type"] == "Evicted"][0]  # type: ignore[index]
-        assert evicted_now["status"] == "False" and evicted_now["message"].startswith("Previously: ")
+        evicted_now = next(c for c in wl["status"]["conditions"] if c["type"] == "Evicted")  # type: ignore[index]
+        assert evicted_now["status"] == "False" and evicted_now["message"].startswith(
+            "Previously: "
+        )
         assert wl["status"]["schedulingStats"]["evictions"] == [  # type: ignore[index]
             {"reason": "Preempted", "underlyingCause": "InClusterQueue", "count": 1}
         ]
@@ -78,13 +94,35 @@ def test_admission_preemption_and_readmission() -> None:
 def test_exceeds_max_quota_and_waiting_for_quota() -> None:
     scenario = Scenario(default=PodBehaviour(run_for=None))
     with cluster(scenario, KUEUE, time_scale=100) as emu:
-        emu.create(trainjob("huge", trainer={"numNodes": 3, "resourcesPerNode": CPU2}, labels=dict(QUEUE)))
-        pending = wait_for("pending", lambda: (w := workload(emu, "huge")) and [c for c in w["status"]["conditions"] if c["type"] == "QuotaReserved"])  # type: ignore[index]
+        emu.create(
+            trainjob("huge", trainer={"numNodes": 3, "resourcesPerNode": CPU2}, labels=dict(QUEUE))
+        )
+        pending = wait_for(
+            "pending",
+            lambda: (
+                (w := workload(emu, "huge"))
+                and [c for c in w["status"]["conditions"] if c["type"] == "QuotaReserved"]
+            ),
+        )  # type: ignore[index]
         assert (pending[0]["status"], pending[0]["reason"]) == ("False", "ExceedsMaxQuota")
-        emu.create(trainjob("fits", trainer={"numNodes": 2, "resourcesPerNode": CPU2}, labels=dict(QUEUE)))
-        emu.create(trainjob("waits", trainer={"numNodes": 1, "resourcesPerNode": CPU2}, labels=dict(QUEUE)))
+        emu.create(
+            trainjob("fits", trainer={"numNodes": 2, "resourcesPerNode": CPU2}, labels=dict(QUEUE))
+        )
+        emu.create(
+            trainjob("waits", trainer={"numNodes": 1, "resourcesPerNode": CPU2}, labels=dict(QUEUE))
+        )
         wait_for("fits admitted", lambda: cond(workload(emu, "fits"), "Admitted"))  # type: ignore[arg-type]
-        waiting = wait_for("waits pending", lambda: (w := workload(emu, "waits")) and [c for c in w.get("status", {}).get("conditions", []) if c["type"] == "QuotaReserved"])  # type: ignore[union-attr]
+        waiting = wait_for(
+            "waits pending",
+            lambda: (
+                (w := workload(emu, "waits"))
+                and [
+                    c
+                    for c in w.get("status", {}).get("conditions", [])
+                    if c["type"] == "QuotaReserved"
+                ]
+            ),
+        )  # type: ignore[union-attr]
         assert waiting[0]["reason"] == "WaitingForQuota"
         tj = find(emu, TRAINER, "TrainJob", "waits")
         assert tj is not None and tj["spec"]["suspend"] is True
@@ -99,10 +137,25 @@ def test_patch_naming_a_container_as_init_container_holds_quota_with_no_pods() -
         {"name": "node", "template": {"spec": {"template": {"spec": {
             "initContainers": [{"name": "node", "env": [{"name": "DISPATCH_JOB", "value": "j"}]}]}}}}}]}}}}  # fmt: skip
     with cluster(Scenario(default=PodBehaviour(run_for=None)), KUEUE, time_scale=100) as emu:
-        emu.create(trainjob("noinit", trainer={"numNodes": 1, "resourcesPerNode": CPU2}, labels=dict(QUEUE), runtimePatches=[patch]))
+        emu.create(
+            trainjob(
+                "noinit",
+                trainer={"numNodes": 1, "resourcesPerNode": CPU2},
+                labels=dict(QUEUE),
+                runtimePatches=[patch],
+            )
+        )
         wait_for("admitted", lambda: cond(workload(emu, "noinit"), "Admitted"))  # type: ignore[arg-type]
-        wait_for("unsuspended", lambda: (tj := find(emu, TRAINER, "TrainJob", "noinit")) and tj["spec"]["suspend"] is False)
-        failed = wait_for("FailedCreate", lambda: [e for e in events(emu, "noinit-node-0") if e["reason"] == "FailedCreate"])
+        wait_for(
+            "unsuspended",
+            lambda: (
+                (tj := find(emu, TRAINER, "TrainJob", "noinit")) and tj["spec"]["suspend"] is False
+            ),
+        )
+        failed = wait_for(
+            "FailedCreate",
+            lambda: [e for e in events(emu, "noinit-node-0") if e["reason"] == "FailedCreate"],
+        )
         assert "initContainers[0].image: Required value" in failed[0]["message"]
         assert not pods(emu, "noinit")
         assert cond(workload(emu, "noinit"), "QuotaReserved") is not None  # type: ignore[arg-type]

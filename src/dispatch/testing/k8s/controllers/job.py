@@ -24,12 +24,12 @@ from typing import Any
 from dispatch.testing.k8s.admission import AdmissionRequest
 from dispatch.testing.k8s.controllers.base import (
     Key,
-    record_event,
     Reconciler,
     condition,
     is_true,
     owner_keys,
     owner_ref,
+    record_event,
     set_condition,
     write_status,
 )
@@ -61,7 +61,8 @@ def _restarts(pod: JsonObj) -> int:
 
 def compress(indexes: set[int]) -> str:
     """``0-2,4``: the interval form of ``completedIndexes`` / ``failedIndexes``."""
-    out, run = [], []
+    out: list[str] = []
+    run: list[int] = []
     for i in sorted(indexes):
         if run and i == run[-1] + 1:
             run.append(i)
@@ -88,7 +89,11 @@ class PodValidation:
                 if not c.get("image"):
                     errors.append(FieldError.required(f"spec.{field}[{i}].image"))
                 if c.get("name") in seen:
-                    errors.append(FieldError(FieldErrorType.DUPLICATE, f"spec.{field}[{i}].name", "", c.get("name")))
+                    errors.append(
+                        FieldError(
+                            FieldErrorType.DUPLICATE, f"spec.{field}[{i}].name", "", c.get("name")
+                        )
+                    )
                 seen.add(c.get("name"))
         return errors
 
@@ -218,10 +223,8 @@ class JobController(Reconciler):
             if per_index is not None:
                 index = _index(pod)
                 count = int((pod["metadata"].get("annotations") or {}).get(FAILURE_COUNT, "0")) + 1
-                status.setdefault("_perIndex", {})
                 if action == "FailIndex" or count > int(per_index):
                     failed_indexes.add(index)
-        status.pop("_perIndex", None)
         if per_index is not None:
             if failed_indexes:
                 status["failedIndexes"] = compress(failed_indexes)
@@ -274,10 +277,14 @@ class JobController(Reconciler):
                 continue
             pod = self._pod(job, index, failures.get(index, 0))
             try:
-                self.cluster.store.create(self.rtype("v1", "Pod"), job["metadata"]["namespace"], pod)
+                self.cluster.store.create(
+                    self.rtype("v1", "Pod"), job["metadata"]["namespace"], pod
+                )
             except ApiError as exc:
                 message = f"Error creating: {exc.message}"
-                record_event(self.cluster, job, "Warning", "FailedCreate", message, "job-controller")
+                record_event(
+                    self.cluster, job, "Warning", "FailedCreate", message, "job-controller"
+                )
                 return
 
     def _pod(self, job: JsonObj, index: int, failures: int) -> JsonObj:

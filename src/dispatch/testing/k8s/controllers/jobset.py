@@ -97,7 +97,7 @@ class JobSetController(Reconciler):
             return None
         status: JsonObj = copy.deepcopy(js.get("status") or {})
         status.setdefault("restarts", 0)
-        conds: list[JsonObj] = status.setdefault("conditions", [])
+        status.setdefault("conditions", [])
         jobs = self._jobs(js)
         attempt = int(status["restarts"])
         stale = [

@@ -15,6 +15,7 @@ not Ready, in which case nothing happens (the pod stays Terminating, as on a los
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 from typing import TYPE_CHECKING, Any
 
@@ -380,7 +381,5 @@ class Kubelet:
         for c in pod["spec"].get("containers") or []:
             self.cluster.logs.finish(key[0], key[1], c["name"])
         self._tasks.pop(key, None)
-        try:
+        with contextlib.suppress(ApiError):
             self.cluster.store.delete(pod_type, *key, grace_period_seconds=0)
-        except ApiError:
-            pass

@@ -39,7 +39,7 @@ from dispatch.testing.k8s.controllers.base import (
     write_status,
 )
 from dispatch.testing.k8s.controllers.scheduler import RESOURCES, _milli, pod_requests
-from dispatch.testing.k8s.errors import ApiError, FieldError
+from dispatch.testing.k8s.errors import FieldError
 from dispatch.testing.k8s.watch import Change
 
 JsonObj = dict[str, Any]
@@ -102,9 +102,9 @@ class Kueue(Reconciler):
 
     def reconcile(self, key: Key) -> float | None:
         tj = self.find(TRAINER_API, "TrainJob", *key)
-        if tj is not None and QUEUE_LABEL in (tj["metadata"].get("labels") or {}):
-            if not tj["metadata"].get("deletionTimestamp"):
-                self._job(tj)
+        queued = tj is not None and QUEUE_LABEL in (tj["metadata"].get("labels") or {})
+        if tj is not None and queued and not tj["metadata"].get("deletionTimestamp"):
+            self._job(tj)
         self._schedule()
         return None
 
@@ -349,7 +349,7 @@ class Kueue(Reconciler):
                 {
                     "name": p["name"],
                     "count": p.get("count", 1),
-                    "flavors": {r: FLAVOR for r in cq.quota},
+                    "flavors": dict.fromkeys(cq.quota, FLAVOR),
                 }
                 for p in wl["spec"]["podSets"]
             ],
@@ -437,6 +437,3 @@ def _sum(items: list[dict[str, int]]) -> dict[str, int]:
         for r, v in item.items():
             out[r] = out.get(r, 0) + v
     return out
-
-
-_ = ApiError

@@ -37,7 +37,7 @@ def _milli(value: Any, resource: str) -> int:
 
 
 def pod_requests(pod: JsonObj) -> dict[str, int]:
-    out = {r: 0 for r in RESOURCES}
+    out = dict.fromkeys(RESOURCES, 0)
     for c in (pod.get("spec") or {}).get("containers") or []:
         res = c.get("resources") or {}
         asked = {**(res.get("limits") or {}), **(res.get("requests") or {})}
@@ -122,7 +122,7 @@ class Scheduler(Reconciler):
         for other in self.cluster.store.objects(self.rtype("v1", "Pod")):
             name = (other.get("spec") or {}).get("nodeName")
             if name and (other.get("status") or {}).get("phase") not in TERMINAL:
-                row = used.setdefault(name, {r: 0 for r in (*RESOURCES, "pods")})
+                row = used.setdefault(name, dict.fromkeys((*RESOURCES, "pods"), 0))
                 for r, v in pod_requests(other).items():
                     row[r] += v
                 row["pods"] += 1
