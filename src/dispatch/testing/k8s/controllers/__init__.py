@@ -12,7 +12,8 @@ from dispatch.testing.k8s.controllers.base import Reconciler
 from dispatch.testing.k8s.controllers.job import JobController
 from dispatch.testing.k8s.controllers.jobset import JobSetController
 from dispatch.testing.k8s.controllers.kubelet import Kubelet
-from dispatch.testing.k8s.controllers.kueue import ClusterQueue, Kueue, KueueConfig
+from dispatch.testing.k8s.controllers.kueue import Kueue
+from dispatch.testing.k8s.controllers.kueue_queues import ClusterQueue, KueueConfig
 from dispatch.testing.k8s.controllers.nodes import NodeLifecycle
 from dispatch.testing.k8s.controllers.scheduler import Scheduler
 from dispatch.testing.k8s.controllers.trainer import TrainerController

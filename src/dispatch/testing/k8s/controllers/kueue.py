@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from dispatch.adapters.kubeflow.render import UnsupportedRuntime, render
-from dispatch.testing.k8s.admission import AdmissionRequest
 from dispatch.testing.k8s.controllers.base import (
     MERGE,
     Key,
@@ -38,49 +35,25 @@ from dispatch.testing.k8s.controllers.base import (
     set_condition,
     write_status,
 )
-from dispatch.testing.k8s.controllers.scheduler import RESOURCES, _milli, pod_requests
-from dispatch.testing.k8s.errors import FieldError
+from dispatch.testing.k8s.controllers.kueue_queues import (
+    FLAVOR,
+    MANAGER,
+    QUEUE_LABEL,
+    ClusterQueue,
+    KueueConfig,
+    KueueWebhook,
+    requests_of,
+    total,
+)
+from dispatch.testing.k8s.controllers.scheduler import RESOURCES, milli
 from dispatch.testing.k8s.watch import Change
 
 JsonObj = dict[str, Any]
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_UID = "kueue.x-k8s.io/job-uid"
-MANAGER = "kueue.x-k8s.io/manager"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
-FLAVOR = "default"
-
-
-@dataclass(frozen=True)
-class ClusterQueue:
-    name: str
-    quota: Mapping[str, str]  # nominal quota of the one flavor, e.g. {"cpu": "8"}
-    local_queues: tuple[str, ...] = ()
-
-
-@dataclass
-class KueueConfig:
-    cluster_queues: tuple[ClusterQueue, ...] = ()
-    priority_classes: Mapping[str, int] = field(default_factory=dict)
-
-    def queue_for(self, local: str) -> ClusterQueue | None:
-        return next((q for q in self.cluster_queues if local in q.local_queues), None)
-
-
-class KueueWebhook:
-    def admit(self, request: AdmissionRequest) -> list[FieldError]:
-        if request.operation != "CREATE" or request.rtype.kind != "TrainJob" or request.subresource:
-            return []
-        labels = request.obj["metadata"].get("labels") or {}
-        if QUEUE_LABEL in labels:
-            spec = request.obj.setdefault("spec", {})
-            spec["suspend"] = True
-            patches = spec.setdefault("runtimePatches", [])
-            if not any(p.get("manager") == MANAGER for p in patches):
-                patches.append({"manager": MANAGER})
-        return []
 
 
 class Kueue(Reconciler):
@@ -306,10 +279,10 @@ class Kueue(Reconciler):
                     w["metadata"]["name"],
                 ),
             )
-            quota = {r: _milli(v, r) for r, v in cq.quota.items() if r in RESOURCES}
-            used = _sum([_requests(w) for w in admitted])
+            quota = {r: milli(v, r) for r, v in cq.quota.items() if r in RESOURCES}
+            used = total([requests_of(w) for w in admitted])
             for wl in pending:
-                want = _requests(wl)
+                want = requests_of(wl)
                 over = [r for r in quota if want.get(r, 0) > quota[r]]
                 short = [r for r in quota if used.get(r, 0) + want.get(r, 0) > quota[r]]
                 if over:
@@ -319,7 +292,7 @@ class Kueue(Reconciler):
                                   f"quota for {r} in flavor {FLAVOR}, request > maximum capacity ({cq.quota[r]})")  # fmt: skip
                 elif not short:
                     self._admit(wl, cq)
-                    used = _sum([used, want])
+                    used = total([used, want])
                 else:
                     if not self._preempt(wl, admitted, quota, used, want):
                         r = short[0]
@@ -401,7 +374,7 @@ class Kueue(Reconciler):
             if all(left.get(r, 0) + want.get(r, 0) <= quota[r] for r in quota):
                 break
             freed.append(victim)
-            for r, v in _requests(victim).items():
+            for r, v in requests_of(victim).items():
                 left[r] = left.get(r, 0) - v
         if not freed or not all(left.get(r, 0) + want.get(r, 0) <= quota[r] for r in quota):
             return False
@@ -420,20 +393,3 @@ class Kueue(Reconciler):
             wl, "WaitingForPreemptedWorkloads", "waiting for preempted workloads to release quota"
         )
         return True
-
-
-def _requests(wl: JsonObj) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for ps in wl["spec"].get("podSets") or []:
-        per_pod = pod_requests(ps.get("template") or {})
-        for r, v in per_pod.items():
-            total[r] = total.get(r, 0) + v * int(ps.get("count", 1))
-    return total
-
-
-def _sum(items: list[dict[str, int]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for item in items:
-        for r, v in item.items():
-            out[r] = out.get(r, 0) + v
-    return out

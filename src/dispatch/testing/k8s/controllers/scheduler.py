@@ -29,7 +29,7 @@ TERMINAL = ("Succeeded", "Failed")
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
 
 
-def _milli(value: Any, resource: str) -> int:
+def milli(value: Any, resource: str) -> int:
     if resource == "cpu":
         text = str(value)
         return int(float(text[:-1])) if text.endswith("m") else int(float(text) * 1000)
@@ -43,7 +43,7 @@ def pod_requests(pod: JsonObj) -> dict[str, int]:
         asked = {**(res.get("limits") or {}), **(res.get("requests") or {})}
         for r in RESOURCES:
             if r in asked:
-                out[r] += _milli(asked[r], r)
+                out[r] += milli(asked[r], r)
     return out
 
 
@@ -153,7 +153,7 @@ class Scheduler(Reconciler):
                 return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
         alloc = (node.get("status") or {}).get("allocatable") or {}
         for r in RESOURCES:
-            if wanted[r] and used.get(r, 0) + wanted[r] > _milli(alloc.get(r, 0), r):
+            if wanted[r] and used.get(r, 0) + wanted[r] > milli(alloc.get(r, 0), r):
                 return f"Insufficient {r}"
         if used.get("pods", 0) + 1 > int(alloc.get("pods", 110)):
             return "Too many pods"
