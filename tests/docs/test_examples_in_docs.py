@@ -67,7 +67,13 @@ def check_yaml(block: Block, tmp_path: Path) -> None:
     document = yaml12.load(block.text)
     if not isinstance(document, dict):
         return
-    if "clusters" in document:
+    if document.get("kind") in ("ClusterTrainingRuntime", "TrainingRuntime"):
+        from dispatch.adapters.kubeflow.rules import check_runtime
+        from dispatch.adapters.kubeflow.settings import KubeflowSettings
+
+        verdict = check_runtime(document, KubeflowSettings())
+        assert verdict.accepted, f"{block.where}: the docs show a refused runtime: {verdict}"
+    elif "clusters" in document:
         config = parse_config(document)
         check_cluster_settings(config, tmp_path)
     elif "command" in document:
@@ -99,6 +105,7 @@ def test_page_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.Monke
     namespace: dict[str, Any] = {"__name__": "__docs__"}
     variables = tmp_path / "shell-variables"
     variables.write_text("")
+    environ = dict(os.environ)  # examples may set variables (e.g. DISPATCH_ATTEMPT)
     default.reset()
     try:
         for block in blocks(page):
@@ -117,6 +124,8 @@ def test_page_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.Monke
                 run_console(block, workspace, variables)
     finally:
         default.reset()
+        os.environ.clear()
+        os.environ.update(environ)
         wait_for_jobs(workspace)  # leave no background supervisor behind
 
 
@@ -127,6 +136,7 @@ def run_doctest(block: Block, namespace: dict[str, Any]) -> None:
     runner = doctest.DocTestRunner(optionflags=flags)
     report = io.StringIO()
     result = runner.run(test, out=report.write, clear_globs=False)
+    namespace.update(test.globs)  # a DocTest works on a copy; later blocks see its names
     assert result.failed == 0, report.getvalue()
 
 
