@@ -27,6 +27,7 @@ lint: setup
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
 
 # The Slurm tests start a real two-node Slurm on this machine (Debian packages, as root).
 setup-slurm:

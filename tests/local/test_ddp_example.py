@@ -35,7 +35,11 @@ def _job(tmp_path: Path, epochs: int) -> Job:
 
 
 def _digests(folder: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
 
 
 def test_ddp_example_succeeds_and_attempts_never_overwrite_checkpoints(tmp_path: Path) -> None:
@@ -44,16 +48,16 @@ def test_ddp_example_succeeds_and_attempts_never_overwrite_checkpoints(tmp_path:
     outcome = harness.wait_end(first, timeout=300).outcome
     assert outcome.state is State.SUCCEEDED, outcome
     folder = tmp_path / "checkpoints" / "ddp-demo-1"
-    assert sorted(p.name for p in (folder / "attempt-1").iterdir()) == ["epoch-1.pt", "epoch-2.pt"]
+    assert sorted(p.name for p in (folder / "attempt-1").iterdir()) == ["epoch-1", "epoch-2"]
     before = _digests(folder / "attempt-1")
 
     second = harness.start(_job(tmp_path, epochs=3), 2)
     outcome = harness.wait_end(second, timeout=300).outcome
     assert outcome.state is State.SUCCEEDED, outcome
-    assert sorted(p.name for p in (folder / "attempt-2").iterdir()) == ["epoch-3.pt"]
+    assert sorted(p.name for p in (folder / "attempt-2").iterdir()) == ["epoch-3"]
     assert _digests(folder / "attempt-1") == before
     lines = harness.run(_lines(harness, second))
-    assert any("resuming after epoch 2" in line for line in lines)
+    assert any("resuming after epoch 2 from attempt 1" in line for line in lines)
     assert any("attempt 2 epoch 3: loss" in line for line in lines)
 
 

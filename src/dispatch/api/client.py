@@ -19,10 +19,12 @@ from dispatch.api.status import JobStatus
 from dispatch.model import (
     CapabilityReport,
     Job,
+    JobFailed,
     JobSpec,
     NotBuiltYet,
     NotFound,
     Plan,
+    load_spec,
     resolve_working_dir,
 )
 from dispatch.records import SqliteRecords
@@ -34,6 +36,24 @@ PREVIEW_SUFFIX = "preview"
 DRIVE_POLL_INTERVAL = 0.25
 #: seconds after which a killed ``run`` process's job is taken over by the background supervisor
 FOREGROUND_LEASE_TTL = 10.0
+
+
+#: what the submitting methods accept: a ``JobSpec``, or the path of a job spec file
+SpecLike = JobSpec | str | Path
+
+
+def as_spec(spec: SpecLike, spec_file: str | Path | None) -> tuple[JobSpec, str | Path | None]:
+    """A spec and the file its ``workingDir`` is relative to; a path is loaded (``InvalidSpec``)."""
+    if isinstance(spec, JobSpec):
+        return spec, spec_file
+    return load_spec(spec), spec_file if spec_file is not None else spec
+
+
+def raise_if_failed(status: JobStatus) -> JobStatus:
+    """``status`` itself when the job succeeded; ``JobFailed`` when it ended otherwise."""
+    if status.is_terminal and not status.succeeded:
+        raise JobFailed(status.id, status.outcome, status)
+    return status
 
 
 def default_actor() -> str:
@@ -80,21 +100,27 @@ class AsyncClient:
         """The spec's cluster's answers and its refusals for ``spec``; creates nothing."""
         return await self.env.adapter(spec.cluster).capabilities(spec)
 
-    async def plan(self, spec: JobSpec, *, spec_file: str | Path | None = None) -> Plan:
-        """What attempt 1 of ``spec`` would be on its cluster, and every refusal; creates nothing."""
+    async def plan(self, spec: SpecLike, *, spec_file: str | Path | None = None) -> Plan:
+        """What attempt 1 of ``spec`` would be on its cluster, and every refusal; creates nothing.
+
+        ``spec`` is a ``JobSpec`` or the path of a job spec file (as for every submitting
+        method); a relative ``workingDir`` is resolved against ``spec_file``'s folder.
+        """
+        spec, spec_file = as_spec(spec, spec_file)
         spec = resolve_working_dir(spec, spec_file)
         job = Job(id=f"{spec.name}-{PREVIEW_SUFFIX}", spec=spec, created_at=self.env.clock.now())
         return await self.env.adapter(spec.cluster).plan(job, 1)
 
     # --- submitting ---------------------------------------------------------------------------
 
-    async def _accept(self, spec: JobSpec, spec_file: str | Path | None) -> Job:
+    async def _accept(self, spec: SpecLike, spec_file: str | Path | None) -> Job:
+        spec, spec_file = as_spec(spec, spec_file)
         spec = resolve_working_dir(spec, spec_file)
         (await self.capabilities(spec)).raise_if_refused()
         return self.records.create_job(spec)
 
     async def submit(
-        self, spec: JobSpec, *, spec_file: str | Path | None = None, hold: bool = False
+        self, spec: SpecLike, *, spec_file: str | Path | None = None, hold: bool = False
     ) -> JobStatus:
         """Record the job and return at once; a background supervisor drives it.
 
@@ -110,14 +136,17 @@ class AsyncClient:
 
     async def run(
         self,
-        spec: JobSpec,
+        spec: SpecLike,
         *,
         spec_file: str | Path | None = None,
         on_submitted: Callable[[JobStatus], Awaitable[None] | None] | None = None,
+        raise_on_failure: bool = False,
     ) -> JobStatus:
         """Submit and drive the job in this process until it ends; returns its final status.
 
         If the caller is cancelled (Ctrl-C), the job is cancelled and driven to its end first.
+        With ``raise_on_failure`` a job that ends failed or cancelled raises ``JobFailed``
+        (carrying the final status and outcome) instead of being returned.
         """
         job = await self._accept(spec, spec_file)
         if self.background:
@@ -129,7 +158,8 @@ class AsyncClient:
             result = on_submitted(await self.get(job.id))
             if result is not None:
                 await result
-        return await self.drive(job.id)
+        final = await self.drive(job.id)
+        return raise_if_failed(final) if raise_on_failure else final
 
     async def drive(self, job_id: str) -> JobStatus:
         """Drive ``job_id`` in this process until it is terminal (cancelling it if interrupted)."""
@@ -180,8 +210,19 @@ class AsyncClient:
         records = self.records.list_jobs(open_only=not include_ended, limit=limit)
         return [JobStatus.of(r) for r in records]
 
-    async def wait(self, job: str, *, timeout: float | None = None, poll: float = 0.5) -> JobStatus:
-        """Wait until the job has ended and return its status. Raises ``TimeoutError``."""
+    async def wait(
+        self,
+        job: str,
+        *,
+        timeout: float | None = None,
+        poll: float = 0.5,
+        raise_on_failure: bool = False,
+    ) -> JobStatus:
+        """Wait until the job has ended and return its status.
+
+        Raises ``TimeoutError`` when ``timeout`` seconds pass first (the job is left running),
+        and with ``raise_on_failure``, ``JobFailed`` when it ended failed or cancelled.
+        """
         job_id = self.resolve(job)
 
         async def ended() -> JobStatus:
@@ -191,7 +232,8 @@ class AsyncClient:
                     return status
                 await self.env.clock.sleep(poll)
 
-        return await asyncio.wait_for(ended(), timeout)
+        final = await asyncio.wait_for(ended(), timeout)
+        return raise_if_failed(final) if raise_on_failure else final
 
     # --- acting ---------------------------------------------------------------------------------
 

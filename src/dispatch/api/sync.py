@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dispatch.api.client import AsyncClient
+from dispatch.api.client import AsyncClient, SpecLike
 from dispatch.api.environment import Environment
 from dispatch.api.status import JobStatus
 from dispatch.model import CapabilityReport, JobSpec, Plan
@@ -41,14 +41,22 @@ class Client:
     def capabilities(self, spec: JobSpec) -> CapabilityReport:
         return self._runner.run(self._async.capabilities(spec))
 
-    def plan(self, spec: JobSpec, *, spec_file: str | Path | None = None) -> Plan:
+    def plan(self, spec: SpecLike, *, spec_file: str | Path | None = None) -> Plan:
         return self._runner.run(self._async.plan(spec, spec_file=spec_file))
 
-    def submit(self, spec: JobSpec, *, spec_file: str | Path | None = None) -> JobStatus:
+    def submit(self, spec: SpecLike, *, spec_file: str | Path | None = None) -> JobStatus:
         return self._runner.run(self._async.submit(spec, spec_file=spec_file))
 
-    def run(self, spec: JobSpec, *, spec_file: str | Path | None = None) -> JobStatus:
-        return self._runner.run(self._async.run(spec, spec_file=spec_file))
+    def run(
+        self,
+        spec: SpecLike,
+        *,
+        spec_file: str | Path | None = None,
+        raise_on_failure: bool = False,
+    ) -> JobStatus:
+        return self._runner.run(
+            self._async.run(spec, spec_file=spec_file, raise_on_failure=raise_on_failure)
+        )
 
     def get(self, job: str) -> JobStatus:
         return self._runner.run(self._async.get(job))
@@ -56,8 +64,12 @@ class Client:
     def list(self, *, include_ended: bool = True, limit: int | None = None) -> list[JobStatus]:
         return self._runner.run(self._async.list(include_ended=include_ended, limit=limit))
 
-    def wait(self, job: str, *, timeout: float | None = None) -> JobStatus:
-        return self._runner.run(self._async.wait(job, timeout=timeout))
+    def wait(
+        self, job: str, *, timeout: float | None = None, raise_on_failure: bool = False
+    ) -> JobStatus:
+        return self._runner.run(
+            self._async.wait(job, timeout=timeout, raise_on_failure=raise_on_failure)
+        )
 
     def cancel(self, job: str, *, actor: str | None = None, reason: str = "cancelled") -> JobStatus:
         return self._runner.run(self._async.cancel(job, actor=actor, reason=reason))

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
+
+from dispatch.model.outcome import Outcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,3 +122,21 @@ class LeaseLost(TransientError):
 
 class NotBuiltYet(PermanentError, NotImplementedError):
     """A documented part of dispatch that this version does not implement yet."""
+
+
+class JobFailed(DispatchError):
+    """A job ended without succeeding, and the caller asked for an exception.
+
+    Raised by ``wait(..., raise_on_failure=True)`` and ``run(..., raise_on_failure=True)``
+    once the job is terminal (failed or cancelled), never while it may still succeed.
+    ``outcome`` is the job's final ``Outcome`` (state, cause, summary, first failure,
+    evidence); ``status`` is the final ``dispatch.JobStatus`` (attempts, decision) of ``job``.
+    """
+
+    def __init__(self, job: str, outcome: Outcome, status: Any = None) -> None:
+        self.job = job
+        self.outcome = outcome
+        self.status = status
+        cause = f" ({outcome.cause.value})" if outcome.cause else ""
+        summary = f": {outcome.summary}" if outcome.summary else ""
+        super().__init__(f"job {job} {outcome.state.value}{cause}{summary}")
