@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -63,3 +64,25 @@ def test_version_json() -> None:
     code, out = invoke("version", "--output", "json")
     assert code == 0
     assert set(json.loads(out)) == {"version", "python", "extras"}
+
+
+def test_run_reports_every_spec_problem_as_json(tmp_path: Path) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("name: Bad_Name\nnodes: 0\ncommand: [python]\n")
+    code, out = invoke("run", str(spec), "-o", "json")
+    assert code == 1
+    problems = json.loads(out)["problems"]
+    assert [p["field"] for p in problems] == ["name", "nodes"]
+
+
+def test_transient_scheduler_errors_are_reported_not_raised(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "clusters:\n  - name: hpc\n    adapter: slurm\n    transport: local\n"
+        f"    slurmConf: {tmp_path / 'missing-slurm.conf'}\n"
+    )
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: on-slurm\ncluster: hpc\ncommand: [hostname]\n")
+    result = CliRunner().invoke(cli, ["--config", str(config), "plan", str(spec), "-o", "json"])
+    assert result.exit_code == 3, result.output
+    assert json.loads(result.output)["transient"] is True

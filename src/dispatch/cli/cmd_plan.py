@@ -8,17 +8,9 @@ import sys
 import click
 
 from dispatch.cli import render
-from dispatch.cli.common import (
-    EXIT_ERROR,
-    EXIT_FAILED,
-    Settings,
-    emit_json,
-    fail,
-    output_option,
-    report_errors,
-)
+from dispatch.cli.common import EXIT_FAILED, Settings, emit_json, output_option, report_errors
 from dispatch.cli.session import client
-from dispatch.model import Forbidden, TransientError, load_spec
+from dispatch.model import load_spec
 
 
 @click.command("plan")
@@ -34,8 +26,6 @@ def command(settings: Settings, spec_file: str, output: str) -> None:
     api = client(settings, background=False)
     try:
         plan = asyncio.run(api.plan(spec, spec_file=spec_file))
-    except (TransientError, Forbidden) as exc:  # the cluster cannot be asked
-        fail(str(exc), code=EXIT_ERROR, output=output)
     finally:
         api.close()
     if output == "json":

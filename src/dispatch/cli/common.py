@@ -12,7 +12,15 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from dispatch.config import Config, load_config
-from dispatch.model import ConfigError, InvalidSpec, NotBuiltYet, Unsupported
+from dispatch.model import (
+    ConfigError,
+    Forbidden,
+    InvalidSpec,
+    NotBuiltYet,
+    NotFound,
+    TransientError,
+    Unsupported,
+)
 
 #: exit codes: 0 success; 1 the job or check failed / the input was refused; 2 bad usage or
 #: a part not built; 3 an internal or scheduler error
@@ -80,16 +88,32 @@ def report_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except InvalidSpec as exc:
-            fail(str(exc), output=output, problems=[p.__dict__ for p in exc.problems])
+            fail(
+                str(exc),
+                output=output,
+                problems=[
+                    {"field": p.field, "message": p.message, "fix": p.fix} for p in exc.problems
+                ],
+            )
         except Unsupported as exc:
             fail(
                 str(exc),
                 output=output,
                 reasons=[{"rule": r.rule, "message": r.message} for r in exc.reasons],
             )
-        except ConfigError as exc:
+        except (ConfigError, NotBuiltYet) as exc:
             fail(str(exc), code=EXIT_USAGE, output=output)
-        except NotBuiltYet as exc:
-            fail(str(exc), code=EXIT_USAGE, output=output)
+        except NotFound as exc:
+            fail(str(exc), output=output)
+        except Forbidden as exc:
+            fail(f"not allowed: {exc}", code=EXIT_ERROR, output=output)
+        except TransientError as exc:
+            fail(
+                f"{exc} (a temporary condition: try again"
+                + (f" in {exc.delay:g} s)" if exc.delay else ")"),
+                code=EXIT_ERROR,
+                output=output,
+                transient=True,
+            )
 
     return wrapper  # type: ignore[return-value]
