@@ -218,3 +218,42 @@ def test_kill_9_of_run_leaves_no_unsupervised_rank(write_job) -> None:  # type: 
     final = wait_for(ended, timeout=90, interval=1.0)
     assert final["state"] == "succeeded"
     assert not job_processes(job_id)
+
+
+def test_a_held_job_waits_for_release_then_runs_attempt_2(write_job) -> None:  # type: ignore[no-untyped-def]
+    spec = write_job(
+        "held",
+        """
+        name: held
+        nodes: 1
+        procsPerNode: 1
+        command: ["python", "-c", "import os, sys; sys.exit(0 if os.environ['DISPATCH_ATTEMPT'] == '2' else 3)"]
+        recovery:
+          rules:
+            - on: [app_error]
+              action: hold
+        """,
+    )
+    job_id = json.loads(dispatch("submit", str(spec), "-o", "json").stdout)["job"]
+    held = wait_for(
+        lambda: (
+            (s := json.loads(dispatch("status", job_id, "-o", "json").stdout))["state"] == "held"
+            and s
+        )
+    )
+    assert held["cause"] == "app_error"
+    not_held = dispatch("release", "no-such-job", "-o", "json")
+    assert not_held.returncode == 1
+    released = dispatch("release", job_id, "-o", "json")
+    assert released.returncode == 0, released.stdout + released.stderr
+
+    def ended() -> dict[str, object] | None:
+        status = json.loads(dispatch("status", job_id, "-o", "json").stdout)
+        return status if status["state"] in ("succeeded", "failed", "cancelled") else None
+
+    final = wait_for(ended)
+    assert final["state"] == "succeeded"
+    assert [a["attempt"] for a in final["attempts"]] == [1, 2]
+    again = dispatch("release", job_id, "-o", "json")
+    assert again.returncode == 1
+    assert "not held" in json.loads(again.stdout)["error"]

@@ -3,7 +3,8 @@
 ``ensure_supervisor`` starts ``python -m dispatch.api.background`` detached (a new session,
 no terminal, output to ``<state>/supervisor.log``). At most one background supervisor runs per
 state directory: each one waits for an exclusive lock on ``<state>/supervisor.lock`` before
-supervising, and exits once no job is left to drive. A process started while another holds
+supervising, and exits once no job is left to drive (a held job waits for ``dispatch release``,
+which starts a supervisor again). A process started while another holds
 the lock waits for it, then makes at least one pass, so a job submitted while the previous
 supervisor was about to exit is never left pending.
 """
@@ -20,11 +21,13 @@ import sys
 from pathlib import Path
 
 from dispatch.api.environment import Environment
-from dispatch.supervise import Supervisor
+from dispatch.supervise import Supervisor, fold, load_history
 
 LOCK_NAME = "supervisor.lock"
 LOG_NAME = "supervisor.log"
 POLL_INTERVAL = 1.0
+#: seconds between checks whether only held jobs (waiting for ``dispatch release``) remain
+IDLE_CHECK_INTERVAL = 5.0
 
 
 def ensure_supervisor(env: Environment) -> int:
@@ -55,9 +58,23 @@ async def supervise_until_idle(env: Environment) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
+
+    def idle() -> bool:
+        return all(
+            fold(load_history(records, r.id)).held for r in records.list_jobs(open_only=True)
+        )
+
+    async def stop_when_only_held_jobs_remain() -> None:
+        while not stop.is_set():
+            await env.clock.sleep(IDLE_CHECK_INTERVAL)
+            if idle():
+                stop.set()
+
+    watcher = asyncio.create_task(stop_when_only_held_jobs_remain())
     try:
         await supervisor.run(stop, until_idle=True)
     finally:
+        watcher.cancel()
         records.close()
 
 

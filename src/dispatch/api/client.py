@@ -23,7 +23,9 @@ from dispatch.model import (
     JobSpec,
     NotBuiltYet,
     NotFound,
+    PermanentError,
     Plan,
+    State,
     load_spec,
     resolve_working_dir,
 )
@@ -248,6 +250,20 @@ class AsyncClient:
             self.records.request_cancel(job_id, actor or default_actor(), reason)
             if self.background:
                 ensure_supervisor(self.env)
+        return await self.get(job_id)
+
+    async def release(self, job: str) -> JobStatus:
+        """Release a held job: the supervisor starts its next attempt. Raises
+        ``PermanentError`` when the job is not held."""
+        job_id = self.resolve(job)
+        status = await self.get(job_id)
+        if status.state is not State.HELD:
+            raise PermanentError(
+                f"job {job_id} is {status.state.value}, not held; only a held job can be released"
+            )
+        self.records.request_release(job_id)
+        if self.background:
+            ensure_supervisor(self.env)
         return await self.get(job_id)
 
     async def logs(

@@ -74,6 +74,9 @@ class Client:
     def cancel(self, job: str, *, actor: str | None = None, reason: str = "cancelled") -> JobStatus:
         return self._runner.run(self._async.cancel(job, actor=actor, reason=reason))
 
+    def release(self, job: str) -> JobStatus:
+        return self._runner.run(self._async.release(job))
+
     def logs(self, job: str, *, rank: int | None = None, follow: bool = False) -> Iterator[str]:
         lines = self._async.logs(job, rank=rank, follow=follow)
         try:

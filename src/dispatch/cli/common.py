@@ -14,6 +14,7 @@ import click
 from dispatch.config import Config, load_config
 from dispatch.model import (
     ConfigError,
+    DispatchError,
     Forbidden,
     InvalidSpec,
     NotBuiltYet,
@@ -115,5 +116,7 @@ def report_errors(func: F) -> F:
                 output=output,
                 transient=True,
             )
+        except DispatchError as exc:
+            fail(str(exc), output=output)
 
     return wrapper  # type: ignore[return-value]

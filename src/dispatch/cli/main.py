@@ -18,6 +18,7 @@ VERBS = (
     "list",
     "logs",
     "cancel",
+    "release",
     "plan",
     "validate",
     "check_runtime",

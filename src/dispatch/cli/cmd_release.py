@@ -1,0 +1,30 @@
+"""`dispatch release JOB`: let a held job start its next attempt."""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+
+from dispatch.cli import render
+from dispatch.cli.common import Settings, emit_json, output_option, report_errors
+from dispatch.cli.session import client
+
+
+@click.command("release")
+@click.argument("job")
+@output_option
+@click.pass_obj
+@report_errors
+def command(settings: Settings, job: str, output: str) -> None:
+    """Release a held job (held by its recovery policy): its next attempt starts."""
+    api = client(settings)
+    try:
+        status = asyncio.run(api.release(job))
+    finally:
+        api.close()
+    if output == "json":
+        emit_json(status.to_json())
+        return
+    for line in render.status_lines(status):
+        click.echo(line)
