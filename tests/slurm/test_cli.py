@@ -25,7 +25,9 @@ from tests.conftest import EXAMPLES
 ENV_PRINT = 'echo "node=$PET_NODE_RANK attempt=$DISPATCH_ATTEMPT cluster=$DISPATCH_CLUSTER"'
 
 
-def dispatch(config: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120):  # type: ignore[no-untyped-def]
+def dispatch(
+    config: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run the real ``dispatch`` command in a new process, with ``--config config``."""
     return subprocess.run(
         [sys.executable, "-m", "dispatch", "--config", str(config), *args],
