@@ -21,6 +21,7 @@ import pytest
 
 from dispatch.model import load_spec
 from tests.conftest import EXAMPLES
+from tests.slurm.realslurm import RealSlurm
 
 ENV_PRINT = 'echo "node=$PET_NODE_RANK attempt=$DISPATCH_ATTEMPT cluster=$DISPATCH_CLUSTER"'
 
@@ -62,20 +63,46 @@ def test_run_status_and_logs_through_the_cli(slurm_config_file: Path, tmp_path: 
     ]
 
 
-@pytest.mark.torch
-@pytest.mark.slow
-@pytest.mark.timeout(400)
-@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
-def test_ddp_example_runs_unchanged_on_slurm(slurm_config_file: Path, tmp_path: Path) -> None:
+def test_plan_shows_the_batch_script_and_a_refused_run_creates_nothing(
+    slurm_config_file: Path, real_slurm: RealSlurm, tmp_path: Path
+) -> None:
+    example = _ddp_copy(tmp_path)  # planning needs no torch: nothing runs
+    plan = dispatch(slurm_config_file, "plan", str(example / "job.yaml"), "--output", "json")
+    assert plan.returncode == 0, plan.stderr
+    artifacts = json.loads(plan.stdout)["objects"]
+    script = next(a["content"] for a in artifacts if a["kind"] == "sbatch-script")
+    for line in ("#SBATCH --nodes=2", "#SBATCH --no-requeue", "#SBATCH --mem=4096M"):
+        assert line in script.splitlines()
+    assert "dispatch-task torchrun train.py" in script
+
+    big = tmp_path / "big.yaml"
+    big.write_text("name: big\ncluster: testslurm\nnodes: 3\ncommand: [sh, -c, 'true']\n")
+    refused = dispatch(slurm_config_file, "run", str(big), "--output", "json")
+    assert refused.returncode == 1
+    assert [r["rule"] for r in json.loads(refused.stdout)["reasons"]] == ["slurm-too-many-nodes"]
+    listed = real_slurm.run("squeue", "-h", "-t", "all", "-o", "%j").stdout.split()
+    assert not [name for name in listed if name.startswith("dispatch-big-")]
+
+
+def _ddp_copy(tmp_path: Path) -> Path:
+    """examples/ddp copied, with only ``cluster:`` added to its job spec."""
     example = tmp_path / "ddp"
     shutil.copytree(EXAMPLES / "ddp", example)
     original = (EXAMPLES / "ddp" / "job.yaml").read_text()
     changed = original.replace("name: ddp-demo\n", "name: ddp-demo\ncluster: testslurm\n", 1)
     (example / "job.yaml").write_text(changed)
-    spec = load_spec(example / "job.yaml")
-    assert spec == load_spec(EXAMPLES / "ddp" / "job.yaml").model_copy(
+    assert load_spec(example / "job.yaml") == load_spec(EXAMPLES / "ddp" / "job.yaml").model_copy(
         update={"cluster": "testslurm"}
     )
+    return example
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
+def test_ddp_example_runs_unchanged_on_slurm(slurm_config_file: Path, tmp_path: Path) -> None:
+    example = _ddp_copy(tmp_path)
     env = {
         **os.environ,
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
