@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import yaml
 
 from dispatch.adapters.base import AdapterContext
 from dispatch.adapters.slurm import SlurmAdapter
@@ -59,3 +60,12 @@ def slurm_cluster(real_slurm: realslurm.RealSlurm, tmp_path: Path) -> ClusterCon
 @pytest.fixture
 def slurm(slurm_cluster: ClusterConfig, tmp_path: Path) -> SlurmAdapter:
     return SlurmAdapter(slurm_cluster, AdapterContext(state_dir=tmp_path / "state"))
+
+
+@pytest.fixture
+def slurm_config_file(slurm_cluster: ClusterConfig, tmp_path: Path) -> Path:
+    """A dispatch configuration file naming the test cluster, as a user would write it."""
+    entry = {"name": slurm_cluster.name, "adapter": "slurm", **slurm_cluster.settings}
+    path = tmp_path / "dispatch-config.yaml"
+    path.write_text(yaml.safe_dump({"clusters": [entry]}))
+    return path

@@ -263,14 +263,4 @@ def test_two_supervisors_starting_one_attempt_converge_on_one_job(
     assert ran == [f"{one.native} COMPLETED"]
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_timeout(slurm: SlurmAdapter) -> None:
-    # Slurm rounds the limit up to a minute and checks limits about every 30 s: ~60-100 s.
-    job = make_job("timeout", nodes=1, timeLimit="30s", command=["sleep", "600"])
-
-    async def scenario() -> list[Observation]:
-        return await watch_to_end(slurm, await slurm.start(job, 1))
-
-    last = run(scenario())[-1]
-    assert (last.state, last.outcome.cause) == (State.FAILED, Cause.TIMEOUT)
+# Timeout: tests/slurm/test_supervised.py (attempt 1 times out, the policy retries it).

@@ -89,3 +89,13 @@ def test_real_slurm_is_reported_missing_without_its_programs(
     assert reason is not None
     assert "slurmctld" in reason
     assert "install-slurm.sh" in reason
+
+
+def test_an_id_that_is_not_a_number_is_never_looked_up_nor_found() -> None:
+    runner = RecordedRunner({"squeue": (0, recorded("squeue-22.05.json"))})
+    reader = StatusReader(runner, facts(), "auto")
+    snapshot = asyncio.run(reader.snapshot(["job-1; rm -rf /", "32000"]))
+    assert set(snapshot.jobs) == {"32000"}
+    assert all("rm" not in " ".join(argv) for argv in runner.asked)
+    alone = asyncio.run(reader.snapshot(["not-a-job"]))
+    assert (alone.jobs, alone.asked) == ({}, ())

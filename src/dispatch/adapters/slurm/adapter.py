@@ -7,6 +7,7 @@ Differences from the SPI's general guarantees (``dispatch.adapters.base``):
   releases the winner unless ``held=True`` was asked. Slurm has no create-if-absent; this
   makes the window in which a duplicate exists a held, never-started job.
 * ``watch`` ends once every watched attempt has ended.
+* ``hold`` of an attempt that has ended (or that Slurm no longer knows) does nothing.
 * ``cancel`` first writes ``dispatch-cancel:<actor>`` into the job's comment, so every later
   observer (squeue, scontrol, sacct with job_comment) sees who asked.
 """
@@ -288,11 +289,12 @@ class SlurmAdapter:
         asked = ", ".join(snapshot.asked)
         if before is not None and before.outcome.is_terminal:
             return replace(before, observed_at=now, gone=True)
-        outcome = Outcome(
-            State.FAILED,
-            Cause.UNKNOWN,
-            summary=f"Slurm job {handle.native} is unknown to {asked}",
+        summary = (
+            f"Slurm job {handle.native} is unknown to {asked}"
+            if asked
+            else f"{handle.native!r} is not a Slurm job id"
         )
+        outcome = Outcome(State.FAILED, Cause.UNKNOWN, summary=summary)
         return Observation(handle, outcome, (), observed_at=now, gone=True)
 
     async def _batch_output(self, handle: AttemptHandle) -> BatchOutput:
@@ -316,8 +318,8 @@ class SlurmAdapter:
 
     async def hold(self, handle: AttemptHandle) -> None:
         seen = await self.observe(handle)
-        if seen.state is State.HELD:
-            return
+        if seen.state is State.HELD or seen.outcome.is_terminal or seen.gone:
+            return  # nothing left to keep from starting
         if seen.state is not State.QUEUED:
             raise Unsupported(
                 [Reason("hold-running", f"attempt is {seen.state}: only a queued job can be held")],

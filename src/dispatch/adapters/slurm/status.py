@@ -49,8 +49,9 @@ class StatusReader:
 
     async def snapshot(self, job_ids: Sequence[str]) -> Snapshot:
         """The jobs among ``job_ids`` that any source knows. Raises ``SchedulerUnavailable``
-        when the controller cannot be asked."""
-        wanted = sorted(set(job_ids), key=int)
+        when the controller cannot be asked. An id that is not a number is no Slurm job: it
+        is never looked up (nor passed to a command) and is never found."""
+        wanted = sorted({j for j in job_ids if j.isascii() and j.isdigit()}, key=int)
         found: dict[str, SlurmJob] = {}
         asked: list[Source] = []
         if not wanted:
