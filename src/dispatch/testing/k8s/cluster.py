@@ -110,6 +110,10 @@ class Cluster:
 
     async def start(self) -> Cluster:
         self._seed()
+        for controller in self.config.controllers:
+            install = getattr(controller, "install", None)
+            if install is not None:  # webhooks and hooks are in place before any request
+                install(self)
         await self.server.start()
         for controller in self.config.controllers:
             self._tasks.append(asyncio.create_task(self._run(controller), name=controller.name))

@@ -118,6 +118,11 @@ class Store:
     def get(self, rtype: ResourceType, namespace: str | None, name: str) -> JsonObj:
         return self._out(rtype, self._stored(rtype, namespace, name))
 
+    def peek(self, rtype: ResourceType, namespace: str | None, name: str) -> JsonObj | None:
+        """The stored object (storage representation, read-only: never modify it) or None.
+        For in-process controllers, which read far more than they write."""
+        return self._table(self._storage(rtype)).get(self._key(rtype, namespace, name))
+
     def find_uid(self, uid: str) -> tuple[ResourceType, JsonObj] | None:
         """The stored object with ``uid`` (storage representation, read-only) or None."""
         return self.tables.find_uid(uid)

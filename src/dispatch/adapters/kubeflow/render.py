@@ -1,0 +1,427 @@
+"""What Kubeflow Trainer v2.3 makes of a TrainJob and its runtime: the JobSet, as plain data.
+
+Pure (stdlib only, no Kubernetes client, no clock): ``dispatch plan`` shows users the JobSet
+their job becomes, and the emulator's Trainer controller creates exactly this object.
+
+Follows Trainer v2.3.0 (kubeflow/trainer, tag v2.3.0):
+
+* ``pkg/runtime/core/trainingruntime.go`` ``newRuntimeInfo`` / ``mergeRuntimePatches``: labels
+  and annotations = runtime template metadata + each runtimePatch's template metadata; the
+  patches are strategic-merged onto the runtime's JobSet spec in list order, then the runtime's
+  replicatedJob order is restored; one pod set per replicated job with count = ``parallelism``
+  (default 1), except the ``trainer`` ancestor whose count is ``mlPolicy.numNodes`` (default 1)
+  when an mlPolicy exists; ``resourcesPerNode`` merged over container ``node``'s resources.
+* ``plugins/plainml`` and ``plugins/torch``: ``trainer.numNodes`` overrides the count;
+  ``trainer.env`` upserted into container ``node``; torch adds ``PET_NNODES``,
+  ``PET_NPROC_PER_NODE`` (``numProcPerNode``, else ``auto``, which becomes the CPU count when
+  the node has no GPU), ``PET_NODE_RANK`` (the completion index), ``PET_MASTER_ADDR``
+  (``<trainjob>-node-0-0.<trainjob>``), ``PET_MASTER_PORT`` (29500) and container port 29500.
+* ``plugins/coscheduling``: pod label ``scheduling.x-k8s.io/pod-group: <trainjob>``.
+* ``plugins/jobset`` ``SyncParallelCount`` / ``Build`` / ``builder.go``: parallelism =
+  completions = count; ancestor jobs get ``replicas: 1``; image, command and args of container
+  ``node``; initializer ``STORAGE_URI``, env and secret; ``suspend``; the owner reference.
+* ``pkg/runtime/core/snapshot.go``: the runtime snapshot ConfigMap ``<trainjob>-runtime-snapshot``.
+
+Not rendered (``UnsupportedRuntime``): the MPI, JAX, XGBoost and Flux policies, Volcano, and
+the torchtune command rewrite.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+JsonObj = dict[str, Any]
+
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+TRAINER = "trainer"
+DATASET_INITIALIZER = "dataset-initializer"
+MODEL_INITIALIZER = "model-initializer"
+NODE = "node"
+TRAINER_PORT = 29500
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+COMPLETION_INDEX_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+SNAPSHOT_SUFFIX = "-runtime-snapshot"
+SNAPSHOT_KEY = "runtime"
+TORCH_RESERVED_ENV = (
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+)
+TORCHTUNE_ENTRYPOINT = ["tune", "run"]
+
+#: strategic-merge keys of the lists inside a JobSet spec (from the Go types' patch tags);
+#: any other list is replaced by the patch's
+_MERGE_KEYS = {
+    "replicatedJobs": "name",
+    "containers": "name",
+    "initContainers": "name",
+    "ephemeralContainers": "name",
+    "env": "name",
+    "volumes": "name",
+    "volumeMounts": "mountPath",
+    "ports": "containerPort",
+    "imagePullSecrets": "name",
+    "schedulingGates": "name",
+    "resourceClaims": "name",
+}
+
+
+class UnsupportedRuntime(ValueError):
+    """The runtime uses a Trainer feature this rendering does not reproduce."""
+
+
+@dataclass(frozen=True)
+class PodSet:
+    """One replicated job as Kueue counts it: ``count`` pods of ``template`` per Job."""
+
+    name: str
+    ancestor: str | None
+    replicas: int
+    count: int
+    template: JsonObj
+
+    @property
+    def pods(self) -> int:
+        return self.replicas * self.count
+
+
+# ---------------------------------------------------------------------- small helpers
+
+
+def _dig(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _ensure(obj: JsonObj, *keys: str) -> JsonObj:
+    for key in keys:
+        nxt = obj.get(key)
+        if not isinstance(nxt, dict):
+            nxt = obj[key] = {}
+        obj = nxt
+    return obj
+
+
+def strategic_merge(base: Any, patch: Any, key: str | None = None) -> Any:
+    """``patch`` merged onto ``base`` as a Kubernetes strategic merge patch of a JobSet spec:
+    maps merge (``null`` deletes), lists with a merge key merge item by item (new items are
+    appended), other lists and scalars are replaced."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for k, v in patch.items():
+            if v is None:
+                out.pop(k, None)
+            elif k in out:
+                out[k] = strategic_merge(out[k], v, k)
+            else:
+                out[k] = copy.deepcopy(v)
+        return out
+    merge_key = _MERGE_KEYS.get(key or "")
+    if merge_key and isinstance(base, list) and isinstance(patch, list):
+        out_list = [copy.deepcopy(item) for item in base]
+        for item in patch:
+            at = next(
+                (
+                    i
+                    for i, old in enumerate(out_list)
+                    if isinstance(old, dict)
+                    and isinstance(item, dict)
+                    and old.get(merge_key) == item.get(merge_key)
+                ),
+                None,
+            )
+            if at is None:
+                out_list.append(copy.deepcopy(item))
+            else:
+                out_list[at] = strategic_merge(out_list[at], item)
+        return out_list
+    return copy.deepcopy(patch)
+
+
+def upsert(items: list[JsonObj], item: JsonObj, same: Any) -> None:
+    """Trainer's ``apply.upsert``: replace the first item ``same`` as ``item``, else append."""
+    for i, old in enumerate(items):
+        if same(old, item):
+            items[i] = copy.deepcopy(item)
+            return
+    items.append(copy.deepcopy(item))
+
+
+def upsert_env(env: list[JsonObj], *values: JsonObj) -> None:
+    for value in values:
+        upsert(env, value, lambda a, b: a.get("name") == b.get("name"))
+
+
+def _upsert_container_env(container: JsonObj, values: list[JsonObj]) -> None:
+    if values:
+        upsert_env(container.setdefault("env", []), *values)
+
+
+def _same_port(a: JsonObj, b: JsonObj) -> bool:
+    # as Trainer's byContainerPortOrName: an unnamed port "matches" another unnamed port
+    return a.get("containerPort") == b.get("containerPort") or a.get("name") == b.get("name")
+
+
+def quantity_value(text: Any) -> int:
+    """A Kubernetes quantity rounded up to a whole number, as ``Quantity.Value()``."""
+    s = str(text).strip()
+    suffixes = {
+        "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+        "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+    }  # fmt: skip
+    for suffix in sorted(suffixes, key=len, reverse=True):
+        if s.endswith(suffix):
+            return math.ceil(float(s[: -len(suffix)]) * suffixes[suffix])
+    try:
+        return math.ceil(float(s))
+    except ValueError:
+        return 0
+
+
+def _containers(rjob: JsonObj) -> list[JsonObj]:
+    found = _dig(rjob, "template", "spec", "template", "spec", "containers")
+    return found if isinstance(found, list) else []
+
+
+def _ancestor(rjob: JsonObj) -> str | None:
+    found = _dig(rjob, "template", "metadata", "labels", ANCESTOR_LABEL)
+    return str(found) if found is not None else None
+
+
+def _node_container(rjob: JsonObj) -> JsonObj | None:
+    return next((c for c in _containers(rjob) if c.get("name") == NODE), None)
+
+
+# ---------------------------------------------------------------------- the rendering
+
+
+def merged_template(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> JsonObj:
+    """The runtime's JobSet template with every runtimePatch applied: ``{metadata, spec}``."""
+    template = _dig(runtime, "spec", "template") or {}
+    labels = dict(_dig(template, "metadata", "labels") or {})
+    annotations = dict(_dig(template, "metadata", "annotations") or {})
+    spec: JsonObj = copy.deepcopy(template.get("spec") or {})
+    order = {rj.get("name"): i for i, rj in enumerate(spec.get("replicatedJobs") or [])}
+    for patch in _dig(trainjob, "spec", "runtimePatches") or []:
+        patch_template = _dig(patch, "trainingRuntimeSpec", "template") or {}
+        labels.update(_dig(patch_template, "metadata", "labels") or {})
+        annotations.update(_dig(patch_template, "metadata", "annotations") or {})
+        if isinstance(patch_template.get("spec"), dict):
+            spec = strategic_merge(spec, patch_template["spec"])
+    spec["replicatedJobs"] = sorted(
+        spec.get("replicatedJobs") or [], key=lambda rj: order.get(rj.get("name"), 0)
+    )
+    return {"metadata": {"labels": labels, "annotations": annotations}, "spec": spec}
+
+
+def _check_supported(trainjob: Mapping[str, Any], ml_policy: Mapping[str, Any]) -> None:
+    for policy in ("mpi", "jax", "xgboost", "flux"):
+        if ml_policy.get(policy) is not None:
+            raise UnsupportedRuntime(f"mlPolicy.{policy} is not rendered")
+    if _dig(trainjob, "spec", "trainer", "command") == TORCHTUNE_ENTRYPOINT:
+        raise UnsupportedRuntime("the torchtune entrypoint is not rendered")
+
+
+def _pod_counts(
+    trainjob: Mapping[str, Any], spec: JsonObj, ml_policy: Mapping[str, Any] | None
+) -> list[int]:
+    """Pods per Job of each replicated job, after the ML policy plugins."""
+    num_nodes = _dig(trainjob, "spec", "trainer", "numNodes")
+    counts = []
+    for rjob in spec.get("replicatedJobs") or []:
+        count = int(_dig(rjob, "template", "spec", "parallelism") or 1)
+        if _ancestor(rjob) == TRAINER:
+            if ml_policy is not None:
+                count = int(ml_policy.get("numNodes") or 1)
+            if num_nodes is not None:  # PlainML / Torch: the TrainJob's numNodes wins
+                count = int(num_nodes)
+        counts.append(count)
+    return counts
+
+
+def _merge_resources(rjob: JsonObj, per_node: Mapping[str, Any]) -> None:
+    node = _node_container(rjob)
+    if node is None:
+        return
+    resources = node.get("resources") or {}
+    merged = {**resources}
+    for part in ("limits", "requests"):
+        if part in per_node:
+            merged[part] = {**(resources.get(part) or {}), **(per_node[part] or {})}
+    node["resources"] = merged
+
+
+def _num_proc_per_node(trainjob: Mapping[str, Any], trainer_rjob: JsonObj | None) -> str:
+    """``PET_NPROC_PER_NODE`` as the v2.2+ torch plugin computes it."""
+    explicit = _dig(trainjob, "spec", "trainer", "numProcPerNode")
+    if explicit is not None:
+        return str(explicit)
+    resources: Any = _dig(trainjob, "spec", "trainer", "resourcesPerNode")
+    if resources is None and trainer_rjob is not None:
+        node = _node_container(trainer_rjob)
+        resources = (node or {}).get("resources")
+    resources = resources or {}
+
+    def gpus(part: str) -> int:
+        items = sorted((resources.get(part) or {}).items())
+        return next((quantity_value(q) for name, q in items if "gpu" in name.lower()), 0)
+
+    if gpus("requests") or gpus("limits"):
+        return "auto"
+    cpu_request = (resources.get("requests") or {}).get("cpu")
+    cpu_limit = (resources.get("limits") or {}).get("cpu")
+    cpus = quantity_value(cpu_request) if cpu_request and quantity_value(cpu_request) else 0
+    if not cpus and cpu_limit is not None:
+        cpus = quantity_value(cpu_limit)
+    return str(max(1, cpus))
+
+
+def _torch_env(name: str, nodes: int, nproc: str) -> list[JsonObj]:
+    return [
+        {"name": "PET_NNODES", "value": str(nodes)},
+        {"name": "PET_NPROC_PER_NODE", "value": nproc},
+        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_PATH}}},
+        {"name": "PET_MASTER_ADDR", "value": f"{name}-{NODE}-0-0.{name}"},
+        {"name": "PET_MASTER_PORT", "value": str(TRAINER_PORT)},
+    ]
+
+
+def _apply_initializer(rjob: JsonObj, step: str, config: Mapping[str, Any] | None) -> None:
+    rjob["replicas"] = 1
+    if not config:
+        return
+    for container in _containers(rjob):
+        if container.get("name") != step:
+            continue
+        if config.get("storageUri") is not None:
+            _upsert_container_env(
+                container, [{"name": "STORAGE_URI", "value": config["storageUri"]}]
+            )
+        _upsert_container_env(container, list(config.get("env") or []))
+        if config.get("secretRef"):
+            container.setdefault("envFrom", []).append(
+                {"secretRef": {"name": config["secretRef"]["name"]}}
+            )
+
+
+def _apply_trainer(rjob: JsonObj, trainer: Mapping[str, Any] | None) -> None:
+    rjob["replicas"] = 1
+    node = _node_container(rjob)
+    if node is None or trainer is None:
+        return
+    for key in ("image", "command", "args"):
+        if trainer.get(key) is not None:
+            node[key] = copy.deepcopy(trainer[key])
+    _upsert_container_env(node, list(trainer.get("env") or []))
+
+
+def render(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> tuple[JsonObj, list[PodSet]]:
+    """The JobSet Trainer v2.3 applies for ``trainjob`` on ``runtime``, and its pod sets."""
+    meta = trainjob.get("metadata") or {}
+    name, namespace = str(meta.get("name", "")), meta.get("namespace")
+    ml_policy = _dig(runtime, "spec", "mlPolicy")
+    if ml_policy is not None:
+        _check_supported(trainjob, ml_policy)
+    torch = isinstance(ml_policy, Mapping) and ml_policy.get("torch") is not None
+    template = merged_template(trainjob, runtime)
+    spec = template["spec"]
+    rjobs: list[JsonObj] = spec["replicatedJobs"]
+    trainer = _dig(trainjob, "spec", "trainer")
+    per_node = _dig(trainer, "resourcesPerNode")
+    if per_node is not None and ml_policy is not None:
+        for rjob in rjobs:
+            if _ancestor(rjob) == TRAINER:
+                _merge_resources(rjob, per_node)
+    counts = _pod_counts(trainjob, spec, ml_policy)
+    trainer_at = next((i for i, rj in enumerate(rjobs) if _ancestor(rj) == TRAINER), None)
+    trainer_rjob = rjobs[trainer_at] if trainer_at is not None else None
+    if trainer_rjob is not None and trainer is not None:
+        node = _node_container(trainer_rjob)
+        if node is not None:
+            _upsert_container_env(node, list(trainer.get("env") or []))
+            if torch:
+                nproc = _num_proc_per_node(trainjob, trainer_rjob)
+                _upsert_container_env(node, _torch_env(name, counts[trainer_at or 0], nproc))
+                ports = node.setdefault("ports", [])
+                upsert(ports, {"containerPort": TRAINER_PORT}, _same_port)
+    pod_labels: dict[str, str] = {}
+    if _dig(runtime, "spec", "podGroupPolicy", "coscheduling") is not None:
+        pod_labels[POD_GROUP_LABEL] = name
+    elif _dig(runtime, "spec", "podGroupPolicy", "volcano") is not None:
+        raise UnsupportedRuntime("podGroupPolicy.volcano is not rendered")
+    for rjob, count in zip(rjobs, counts, strict=True):
+        job_spec = _ensure(rjob, "template", "spec")
+        job_spec["parallelism"] = job_spec["completions"] = count
+        step = _ancestor(rjob)
+        if step == TRAINER:
+            _apply_trainer(rjob, trainer)
+        elif step in (DATASET_INITIALIZER, MODEL_INITIALIZER):
+            key = "dataset" if step == DATASET_INITIALIZER else "model"
+            _apply_initializer(rjob, step, _dig(trainjob, "spec", "initializer", key))
+        if pod_labels:
+            _ensure(job_spec, "template", "metadata", "labels").update(pod_labels)
+    suspend = _dig(trainjob, "spec", "suspend")
+    if suspend is not None:
+        spec["suspend"] = suspend
+    metadata: JsonObj = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    for key in ("labels", "annotations"):
+        if template["metadata"][key]:
+            metadata[key] = template["metadata"][key]
+    metadata["ownerReferences"] = [_owner(trainjob)]
+    jobset = {"apiVersion": JOBSET_API, "kind": "JobSet", "metadata": metadata, "spec": spec}
+    pod_sets = [
+        PodSet(
+            str(rj.get("name")),
+            _ancestor(rj),
+            int(rj.get("replicas") or 1),
+            count,
+            copy.deepcopy(_dig(rj, "template", "spec", "template") or {}),
+        )
+        for rj, count in zip(rjobs, counts, strict=True)
+    ]
+    return jobset, pod_sets
+
+
+def render_jobset(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> JsonObj:
+    """The JobSet only (see :func:`render`)."""
+    return render(trainjob, runtime)[0]
+
+
+def _owner(trainjob: Mapping[str, Any]) -> JsonObj:
+    meta = trainjob.get("metadata") or {}
+    ref: JsonObj = {"apiVersion": TRAINER_API, "kind": "TrainJob", "name": meta.get("name")}
+    ref["uid"] = meta.get("uid", "")
+    ref["controller"] = True
+    ref["blockOwnerDeletion"] = True
+    return ref
+
+
+def runtime_snapshot(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> JsonObj:
+    """The ConfigMap in which Trainer v2.3 keeps the runtime a TrainJob was first built from
+    (data key ``runtime``; JSON is YAML, so it reads back as Trainer's YAML does)."""
+    meta = trainjob.get("metadata") or {}
+    kept = {k: v for k, v in runtime.items() if k != "status"}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": f"{meta.get('name')}{SNAPSHOT_SUFFIX}",
+            "namespace": meta.get("namespace"),
+            "ownerReferences": [_owner(trainjob)],
+        },
+        "data": {SNAPSHOT_KEY: json.dumps(kept, sort_keys=True, indent=2)},
+    }

@@ -1,0 +1,190 @@
+"""Node lifecycle: a node going NotReady, taint-based eviction, pod garbage collection, and
+the scenario's cluster-event timeline.
+
+* :meth:`NodeLifecycle.not_ready`: ``Ready=Unknown`` (``NodeStatusUnknown``, "Kubelet stopped
+  posting node status."), taints ``node.kubernetes.io/unreachable`` NoSchedule + NoExecute; its
+  pods get ``Ready=False`` and a ``NodeNotReady`` event; its kubelet stops (pods freeze).
+* Taint manager: a pod on a node with an untolerated NoExecute taint is, after its
+  ``tolerationSeconds`` (default 300, as DefaultTolerationSeconds adds), marked
+  ``DisruptionTarget=True/DeletionByTaintManager`` ("Taint manager: deleting due to NoExecute
+  taint"), gets event ``TaintManagerEviction`` and is deleted (it stays Terminating: no kubelet).
+* PodGC: a pod bound to a node that no longer exists gets ``DisruptionTarget=True/
+  DeletionByPodGC``, phase Failed, and is force-deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+from dispatch.testing.k8s.controllers.base import (
+    Key,
+    Reconciler,
+    record_event,
+    set_condition,
+    write_status,
+)
+from dispatch.testing.k8s.controllers.scheduler import Scheduler, tolerates
+from dispatch.testing.k8s.errors import ApiError
+from dispatch.testing.k8s.meta import parse_rfc3339, rfc3339
+from dispatch.testing.k8s.scenario import ClusterEvent, Scenario
+from dispatch.testing.k8s.selectors import LabelSelector
+from dispatch.testing.k8s.watch import Change
+
+JsonObj = dict[str, Any]
+UNREACHABLE = "node.kubernetes.io/unreachable"
+DEFAULT_TOLERATION = 300.0
+
+
+class NodeLifecycle(Reconciler):
+    name = "node-lifecycle"
+    watches = (("v1", "Node"), ("v1", "Pod"))
+
+    def __init__(
+        self, scenario: Scenario | None = None, scheduler: Scheduler | None = None
+    ) -> None:
+        super().__init__()
+        self.scenario = scenario or Scenario()
+        self.scheduler = scheduler
+
+    def keys(self, change: Change) -> list[Key]:
+        if change.rtype.kind == "Node":
+            return [("", change.name)]
+        node = (change.obj.get("spec") or {}).get("nodeName")
+        return [("", node)] if node else []
+
+    async def run(self, cluster: Any) -> None:
+        self._cluster = cluster
+        timeline = asyncio.ensure_future(self._timeline())
+        try:
+            await super().run(cluster)
+        finally:
+            timeline.cancel()
+
+    async def _timeline(self) -> None:
+        start = self.now()
+        for event in sorted(self.scenario.events, key=lambda e: e.at):
+            await self.cluster.clock.sleep(max(0.0, start + event.at - self.now()))
+            self.apply(event)
+
+    def apply(self, event: ClusterEvent) -> None:
+        """Carry out one cluster event now."""
+        if event.action == "nodeNotReady" and event.node:
+            self.not_ready(event.node)
+        elif event.action == "nodeReady" and event.node:
+            self.ready(event.node)
+        elif event.action == "deleteNode" and event.node:
+            self.cluster.store.delete(self.rtype("v1", "Node"), None, event.node)
+        elif event.action == "addNode" and event.node:
+            self.cluster.add_node(event.node)
+        elif event.action == "preemptPod" and self.scheduler is not None:
+            for ns, name in self._pods(event):
+                self.scheduler.preempt(ns, name)
+        else:
+            raise ValueError(f"unknown or incomplete cluster event {event}")
+
+    def _pods(self, event: ClusterEvent) -> list[Key]:
+        if event.pod:
+            return [(event.namespace, event.pod)]
+        selector = LabelSelector.parse(",".join(f"{k}={v}" for k, v in event.pod_selector.items()))
+        found = self.cluster.store.list(self.rtype("v1", "Pod"), event.namespace, labels=selector)
+        return [(event.namespace, p["metadata"]["name"]) for p in found.items]
+
+    # ------------------------------------------------------------------ node state
+
+    def not_ready(self, name: str) -> None:
+        node_type = self.rtype("v1", "Node")
+        node = self.cluster.store.get(node_type, None, name)
+        now = self.now()
+        status = copy.deepcopy(node.get("status") or {})
+        set_condition(status.setdefault("conditions", []), "Ready", "Unknown", "NodeStatusUnknown",
+                      "Kubelet stopped posting node status.", now)  # fmt: skip
+        node = write_status(self.cluster, node_type, node, status)
+        taints = [
+            {"key": UNREACHABLE, "effect": "NoSchedule", "timeAdded": rfc3339(now)},
+            {"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": rfc3339(now)},
+        ]
+        self.cluster.store.update(
+            node_type, None, name, {**node, "spec": {**node.get("spec", {}), "taints": taints}}
+        )
+        for pod in self._on_node(name):
+            pst = copy.deepcopy(pod.get("status") or {})
+            set_condition(
+                pst.setdefault("conditions", []), "Ready", "False", "NodeNotReady", "", now
+            )
+            pod = write_status(self.cluster, self.rtype("v1", "Pod"), pod, pst)
+            record_event(
+                self.cluster, pod, "Warning", "NodeNotReady", "Node is not ready", "node-controller"
+            )
+
+    def ready(self, name: str) -> None:
+        node_type = self.rtype("v1", "Node")
+        node = self.cluster.store.get(node_type, None, name)
+        spec = {k: v for k, v in (node.get("spec") or {}).items() if k != "taints"}
+        node = self.cluster.store.update(node_type, None, name, {**node, "spec": spec})
+        status = copy.deepcopy(node.get("status") or {})
+        set_condition(status.setdefault("conditions", []), "Ready", "True", "KubeletReady",
+                      "kubelet is posting ready status", self.now())  # fmt: skip
+        write_status(self.cluster, node_type, node, status)
+
+    def _on_node(self, name: str) -> list[JsonObj]:
+        return [
+            copy.deepcopy(p)
+            for p in self.cluster.store.objects(self.rtype("v1", "Pod"))
+            if (p.get("spec") or {}).get("nodeName") == name
+        ]
+
+    # ------------------------------------------------------------------ reconcile
+
+    def reconcile(self, key: Key) -> float | None:
+        name = key[1]
+        try:
+            node = self.cluster.store.get(self.rtype("v1", "Node"), None, name)
+        except ApiError:
+            self._pod_gc(name)
+            return None
+        later: float | None = None
+        now = self.now()
+        for taint in (node.get("spec") or {}).get("taints") or []:
+            if taint.get("effect") != "NoExecute":
+                continue
+            added = parse_rfc3339(taint.get("timeAdded") or rfc3339(now))
+            for pod in self._on_node(name):
+                if pod["metadata"].get("deletionTimestamp") or tolerates(pod, taint):
+                    continue
+                due = added + _toleration_seconds(pod, taint)
+                if now >= due:
+                    self._evict(pod)
+                else:
+                    later = min(later or due - now, due - now)
+        return later
+
+    def _evict(self, pod: JsonObj) -> None:
+        status = copy.deepcopy(pod.get("status") or {})
+        set_condition(status.setdefault("conditions", []), "DisruptionTarget", "True", "DeletionByTaintManager",
+                      "Taint manager: deleting due to NoExecute taint", self.now())  # fmt: skip
+        pod = write_status(self.cluster, self.rtype("v1", "Pod"), pod, status)
+        m = pod["metadata"]
+        record_event(self.cluster, pod, "Normal", "TaintManagerEviction",
+                     f"Marking for deletion Pod {m['namespace']}/{m['name']}", "taint-eviction-controller")  # fmt: skip
+        self.cluster.store.delete(self.rtype("v1", "Pod"), m["namespace"], m["name"])
+
+    def _pod_gc(self, node: str) -> None:
+        pod_type = self.rtype("v1", "Pod")
+        for pod in self._on_node(node):
+            status = copy.deepcopy(pod.get("status") or {})
+            set_condition(status.setdefault("conditions", []), "DisruptionTarget", "True", "DeletionByPodGC",
+                          "PodGC: node no longer exists", self.now())  # fmt: skip
+            if status.get("phase") not in ("Succeeded", "Failed"):
+                status["phase"] = "Failed"
+            m = pod["metadata"]
+            write_status(self.cluster, pod_type, pod, status)
+            self.cluster.store.delete(pod_type, m["namespace"], m["name"], grace_period_seconds=0)
+
+
+def _toleration_seconds(pod: JsonObj, taint: JsonObj) -> float:
+    for t in (pod.get("spec") or {}).get("tolerations") or []:
+        if t.get("key") == taint.get("key") and t.get("tolerationSeconds") is not None:
+            return float(t["tolerationSeconds"])
+    return DEFAULT_TOLERATION

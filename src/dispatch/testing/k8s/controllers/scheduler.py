@@ -1,0 +1,174 @@
+"""kube-scheduler, reduced: binds pending pods to Ready nodes with room, or says why not.
+
+A pod with ``schedulingGates`` gets ``PodScheduled=False/SchedulingGated``. Otherwise the first
+node (by name) whose allocatable cpu, memory, GPUs and pod count cover the pod's requests, whose
+labels match its ``nodeSelector`` and whose ``NoSchedule`` taints it tolerates gets it
+(``spec.nodeName``, ``PodScheduled=True``). No node: ``PodScheduled=False/Unschedulable`` with
+the scheduler's message (``0/N nodes are available: ...``) and a ``FailedScheduling`` event.
+:meth:`preempt` evicts a pod as scheduler preemption does (``DisruptionTarget`` reason
+``PreemptionByScheduler``, event ``Preempted``, deletion).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from dispatch.adapters.kubeflow.render import quantity_value
+from dispatch.testing.k8s.controllers.base import (
+    Key,
+    Reconciler,
+    record_event,
+    set_condition,
+    write_status,
+)
+from dispatch.testing.k8s.watch import Change
+
+JsonObj = dict[str, Any]
+TERMINAL = ("Succeeded", "Failed")
+RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
+
+
+def _milli(value: Any, resource: str) -> int:
+    if resource == "cpu":
+        text = str(value)
+        return int(float(text[:-1])) if text.endswith("m") else int(float(text) * 1000)
+    return quantity_value(value)
+
+
+def pod_requests(pod: JsonObj) -> dict[str, int]:
+    out = dict.fromkeys(RESOURCES, 0)
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        res = c.get("resources") or {}
+        asked = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        for r in RESOURCES:
+            if r in asked:
+                out[r] += _milli(asked[r], r)
+    return out
+
+
+def tolerates(pod: JsonObj, taint: JsonObj) -> bool:
+    for t in (pod.get("spec") or {}).get("tolerations") or []:
+        if t.get("effect") and t.get("effect") != taint.get("effect"):
+            continue
+        if t.get("operator") == "Exists" and (not t.get("key") or t.get("key") == taint.get("key")):
+            return True
+        if t.get("key") == taint.get("key") and t.get("value") == taint.get("value"):
+            return True
+    return False
+
+
+class Scheduler(Reconciler):
+    name = "scheduler"
+    watches = (("v1", "Pod"), ("v1", "Node"))
+
+    def keys(self, change: Change) -> list[Key]:
+        if change.rtype.kind == "Node":
+            return [
+                (p["metadata"]["namespace"], p["metadata"]["name"])
+                for p in self.cluster.store.objects(self.rtype("v1", "Pod"))
+                if not (p.get("spec") or {}).get("nodeName")
+            ]
+        if (change.obj.get("spec") or {}).get("nodeName"):
+            return []
+        return [(change.namespace, change.name)]
+
+    def reconcile(self, key: Key) -> float | None:
+        pod = self.find("v1", "Pod", *key)
+        if pod is None or pod["metadata"].get("deletionTimestamp") or pod["spec"].get("nodeName"):
+            return None
+        status = copy.deepcopy(pod.get("status") or {})
+        conds = status.setdefault("conditions", [])
+        now = self.now()
+        if pod["spec"].get("schedulingGates"):
+            set_condition(conds, "PodScheduled", "False", "SchedulingGated",
+                          "Scheduling is blocked due to non-empty scheduling gates", now)  # fmt: skip
+            write_status(self.cluster, self.rtype("v1", "Pod"), pod, status)
+            return None
+        node, why = self._choose(pod)
+        pod_type = self.rtype("v1", "Pod")
+        if node is None:
+            old = next((c for c in conds if c["type"] == "PodScheduled"), None)
+            if set_condition(conds, "PodScheduled", "False", "Unschedulable", why, now) and (
+                old is None or old.get("message") != why
+            ):
+                record_event(
+                    self.cluster, pod, "Warning", "FailedScheduling", why, "default-scheduler"
+                )
+            for c in conds:
+                c["lastProbeTime"] = None
+            write_status(self.cluster, pod_type, pod, status)
+            return None
+        bound = self.cluster.store.update(
+            pod_type, key[0], key[1], {**pod, "spec": {**pod["spec"], "nodeName": node}}
+        )
+        set_condition(conds, "PodScheduled", "True", "", "", now)
+        for c in conds:
+            c["lastProbeTime"] = None
+            if c["type"] == "PodScheduled" and c["status"] == "True":
+                c.pop("reason", None)
+                c.pop("message", None)
+        write_status(self.cluster, pod_type, bound, status)
+        record_event(self.cluster, bound, "Normal", "Scheduled",
+                     f"Successfully assigned {key[0]}/{key[1]} to {node}", "default-scheduler")  # fmt: skip
+        return None
+
+    def _choose(self, pod: JsonObj) -> tuple[str | None, str]:
+        nodes = sorted(
+            self.cluster.store.objects(self.rtype("v1", "Node")),
+            key=lambda n: n["metadata"]["name"],
+        )
+        used: dict[str, dict[str, int]] = {}
+        for other in self.cluster.store.objects(self.rtype("v1", "Pod")):
+            name = (other.get("spec") or {}).get("nodeName")
+            if name and (other.get("status") or {}).get("phase") not in TERMINAL:
+                row = used.setdefault(name, dict.fromkeys((*RESOURCES, "pods"), 0))
+                for r, v in pod_requests(other).items():
+                    row[r] += v
+                row["pods"] += 1
+        wanted = pod_requests(pod)
+        reasons: dict[str, int] = {}
+        selector = pod["spec"].get("nodeSelector") or {}
+        for node in nodes:
+            why = self._misfit(node, pod, selector, wanted, used.get(node["metadata"]["name"], {}))
+            if why is None:
+                return node["metadata"]["name"], ""
+            reasons[why] = reasons.get(why, 0) + 1
+        detail = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+        return None, f"0/{len(nodes)} nodes are available: {detail}."
+
+    def _misfit(
+        self,
+        node: JsonObj,
+        pod: JsonObj,
+        selector: dict[str, str],
+        wanted: dict[str, int],
+        used: dict[str, int],
+    ) -> str | None:
+        labels = node["metadata"].get("labels") or {}
+        if any(labels.get(k) != v for k, v in selector.items()):
+            return "node(s) didn't match Pod's node affinity/selector"
+        for taint in (node.get("spec") or {}).get("taints") or []:
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod, taint):
+                return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        for r in RESOURCES:
+            if wanted[r] and used.get(r, 0) + wanted[r] > _milli(alloc.get(r, 0), r):
+                return f"Insufficient {r}"
+        if used.get("pods", 0) + 1 > int(alloc.get("pods", 110)):
+            return "Too many pods"
+        return None
+
+    def preempt(self, namespace: str, name: str) -> None:
+        """Evict a pod as scheduler preemption does."""
+        pod = self.find("v1", "Pod", namespace, name)
+        if pod is None:
+            return
+        status = copy.deepcopy(pod.get("status") or {})
+        set_condition(status.setdefault("conditions", []), "DisruptionTarget", "True", "PreemptionByScheduler",
+                      "default-scheduler: preempting to accommodate a higher priority pod", self.now())  # fmt: skip
+        pod = write_status(self.cluster, self.rtype("v1", "Pod"), pod, status)
+        node = pod["spec"].get("nodeName", "")
+        record_event(self.cluster, pod, "Normal", "Preempted",
+                     f"Preempted by pod on node {node}", "default-scheduler")  # fmt: skip
+        self.cluster.store.delete(self.rtype("v1", "Pod"), namespace, name)
