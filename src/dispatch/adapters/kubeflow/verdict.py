@@ -15,8 +15,9 @@
   its ranks twice under one ``DISPATCH_ATTEMPT``), dispatch ended it (waited past patience,
   image pull failure, ...), or it ran again after it ended (platform reference A.7: Trainer
   re-creates the JobSet of a failed TrainJob whose JobSet disappeared) — that re-run is
-  reported as ``unplanned_recovery`` evidence. A TrainJob that is ``Complete`` or ``Failed``
-  and runs nothing new is left for post-mortems.
+  reported as ``unplanned_recovery`` evidence. A suspended TrainJob of an ended attempt is
+  always retired (Kueue resumes what it suspended). A TrainJob that is ``Complete`` or
+  ``Failed``, not suspended, and runs nothing new is left for post-mortems.
 """
 
 from __future__ import annotations
@@ -121,7 +122,9 @@ class Verdicts:
             return f"it ran again after its attempt ended ({standing.rerun.summary})"
         if standing.final.state is State.SUCCEEDED:
             return None
-        if _condition_true(trainjob, "Failed") or _condition_true(trainjob, "Complete"):
+        suspended = dig(trainjob, "spec", "suspend") is True  # Kueue resumes what it suspended
+        finished = _condition_true(trainjob, "Failed") or _condition_true(trainjob, "Complete")
+        if finished and not suspended:
             return None
         cause = standing.final.cause.value if standing.final.cause else "?"
         return f"its attempt ended ({cause}) but the TrainJob could still run"
