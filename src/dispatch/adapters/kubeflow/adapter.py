@@ -329,10 +329,15 @@ class KubeflowAdapter:
             self._namespace_of,
             self.context.clock,
             self._retire,
+            self._lookup,
             cancelled=self._cancelled,
             sleep=self._sleep,
         ):
             yield observation
+
+    async def _lookup(self, ref: TrainJobRef) -> list[Evidence]:
+        async with self.connection.session() as session:
+            return await snapshot(session, ref[0], ref[1], self.context.clock.now())
 
     async def _retire(self, target: AttemptHandle | TrainJobRef, why: str) -> None:
         """Delete a TrainJob whose attempt is over, saying why (``dispatch.dev/retired``)."""

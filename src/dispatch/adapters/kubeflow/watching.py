@@ -9,6 +9,10 @@ yields) and its outcome is derived by ``verdict.Verdicts`` over *all* records ke
 attempt. Outcomes that can change with time alone (waits measured against the patience,
 terminal outcomes settling) are judged again every ``recheck`` seconds; nothing is polled.
 
+An attempt whose TrainJob the streams have not shown yet is read once (``lookup``, one GET
+and the attempt's lists) before it is judged, so a lagging or reconnecting stream is never
+mistaken for a TrainJob that does not exist.
+
 Retirement (``verdict.Verdicts.must_retire``) is carried out here through ``retire``, for the
 handles watched and for any other TrainJob this adapter judged terminal that runs again.
 The iteration ends once every handle has a terminal outcome and nothing is left to retire.
@@ -26,12 +30,21 @@ from dispatch.adapters.kubeflow.capture import Capture, Sleep
 from dispatch.adapters.kubeflow.causes_evidence import DELETED_SUFFIX
 from dispatch.adapters.kubeflow.verdict import Verdicts
 from dispatch.clock import Clock
-from dispatch.model import AttemptHandle, Cause, Observation, Outcome, State, TransientError
+from dispatch.model import (
+    AttemptHandle,
+    Cause,
+    Evidence,
+    Observation,
+    Outcome,
+    State,
+    TransientError,
+)
 
 #: real seconds between re-judgements of outcomes that change with time alone
 RECHECK = 0.5
 
 Retire = Callable[[AttemptHandle | TrainJobRef, str], Awaitable[None]]
+Lookup = Callable[[TrainJobRef], Awaitable[list[Evidence]]]
 
 
 def latest_trainjob(capture: Capture, ref: TrainJobRef) -> tuple[Mapping[str, Any] | None, bool]:
@@ -73,6 +86,7 @@ async def watch_attempts(
     namespace_of: Callable[[AttemptHandle], str],
     clock: Clock,
     retire: Retire,
+    lookup: Lookup,
     *,
     cancelled: Mapping[TrainJobRef, str] | None = None,
     sleep: Sleep = asyncio.sleep,
@@ -83,14 +97,24 @@ async def watch_attempts(
     capture.cover({ref[0] for ref in refs})
     await capture.synced.wait()
     shown: dict[TrainJobRef, tuple[object, ...]] = {}
+    looked_up: set[TrainJobRef] = set()
     reported: dict[TrainJobRef, Outcome] = {}
     first = True
     while True:
         capture.changed.clear()
         now = clock.now()
+        ready: list[Observation] = []
         for ref in sorted(refs):
+            if ref not in looked_up and latest_trainjob(capture, ref)[0] is None:
+                # the stream may not have shown it yet: read it once, never poll
+                try:
+                    for record in await lookup(ref):
+                        capture.seen(record.data)
+                except TransientError:
+                    continue  # judged on the next round
+                looked_up.add(ref)
             fresh = capture.take(ref)
-            if not (first or fresh or verdicts.pending(ref[1])):
+            if not (first or fresh or verdicts.pending(ref[1])) and ref in reported:
                 continue
             who = (cancelled or {}).get(ref)
             outcome, gone = judge(capture, verdicts, ref, now, reported.get(ref), cancelled_by=who)
@@ -101,8 +125,11 @@ async def watch_attempts(
                 rerun = verdicts.rerun(ref[1])
                 extra = (rerun,) if rerun is not None else ()
                 evidence = (*fresh, *extra)
-                yield Observation(refs[ref], outcome, evidence, observed_at=now, gone=gone)
+                ready.append(Observation(refs[ref], outcome, evidence, observed_at=now, gone=gone))
+        # retire before reporting: a consumer may stop iterating once it has the outcome
         await _retire_due(capture, verdicts, refs, now, retire)
+        for observation in ready:
+            yield observation
         first = False
         ended = len(reported) == len(refs) and all(o.is_terminal for o in reported.values())
         if ended and not any(
