@@ -93,7 +93,6 @@ class World:
         made = KubeflowAdapter(
             DispatchCluster(name=cluster, adapter="kubeflow", settings=self.settings),
             AdapterContext(state_dir=self.tmp / "state", clock=self.clock),
-            settle=2.0,
         )
         self.adapters_made.append(made)
         return made

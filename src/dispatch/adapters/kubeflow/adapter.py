@@ -237,7 +237,10 @@ class KubeflowAdapter:
     # --- start --------------------------------------------------------------------------------
 
     async def start(self, job: Job, attempt: int, *, held: bool = False) -> AttemptHandle:
+        """Also makes sure the evidence streams run on this event loop before anything is
+        created, so the attempt's objects are recorded from their first state."""
         name = trainjob_name(job.id, attempt)
+        self.capture().cover([self.namespace])
         async with self.connection.session() as session:
             created = await submit.adopt_existing(session, name, job, attempt, self.namespace)
             if created is None:

@@ -6,15 +6,19 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
 
 * **One stream per kind and namespace**, label-selected where the labels allow (``kinds``),
   however many attempts are followed; Nodes once for the cluster. No per-job request.
-* **Resumed by resourceVersion**: a stream the server ends (its ``timeoutSeconds``) continues
-  from the last version seen, bookmarks included. A **410 Gone** or a **dropped or failed
-  stream lists again**; objects the new list lacks are filed as deleted (their last state),
-  because their deletion happened while nobody watched. Failures back off exponentially
+* **Resumed by resourceVersion**: a stream the server ends (its ``timeoutSeconds``) or that
+  drops or fails continues from the last version seen, bookmarks included, so every change in
+  between is still delivered. A **410 Gone** (that version is compacted) **lists again**;
+  objects the new list lacks are filed as deleted (their last state), because their deletion
+  happened while nobody watched; what was created and deleted in that gap is lost. Failures back off exponentially
   (``BACKOFF``, with the injected ``sleep``) and never end the capture; a kind the cluster
   does not serve (404) or may not be read (403) is skipped.
 * Records are de-duplicated by key (kind, object, resourceVersion, deleted), so a re-list
   files nothing twice. ``take(ref)`` hands out the records filed since the last take;
   ``records(ref)`` every record kept (the attempt's whole evidence, seeded ones included).
+* ``position()``/``caught_up(v)``: how far the streams got, so a judgement can wait until
+  every kind has delivered what happened before it (streams of different kinds lag
+  differently; bookmarks move quiet ones forward).
 * ``synced`` is set once every stream has made its first list (or was skipped), so a first
   judgement is not made on half the evidence. ``changed`` is set whenever a record is filed.
 """
@@ -74,6 +78,7 @@ class Capture:
         self._session: Session | None = None
         self._opened: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self._versions: dict[tuple[str, str | None], int | None] = {}  # per live stream
 
     # --- records ----------------------------------------------------------------------------
 
@@ -185,6 +190,8 @@ class Capture:
         """List, then watch from the list's version; see the module docstring."""
         session = await self._ready_session()
         res, synced = kind.resource, [False]
+        stream = (kind.name, namespace)
+        self._versions[stream] = None
         known: dict[str, Mapping[str, Any]] = {}
         version: str | None = None
         pause = BACKOFF[0]
@@ -196,6 +203,7 @@ class Capture:
                             session, res, namespace, label_selector=kind.selector
                         )
                         version = self._listed(listing, known)
+                        self._advance(stream, version)
                         self._mark_synced(synced)
                     async for event in watch_raw(
                         session,
@@ -205,9 +213,11 @@ class Capture:
                         resource_version=version,
                         timeout_seconds=WATCH_SECONDS,
                     ):
+                        pause = BACKOFF[0]  # the stream works: a later drop starts afresh
                         obj = event.get("object") or {}
                         version = text_of(dig(obj, "metadata", "resourceVersion")) or version
                         if event.get("type") == "BOOKMARK":
+                            self._advance(stream, version)
                             continue
                         name = (
                             text_of(dig(obj, "metadata", "namespace"))
@@ -220,19 +230,38 @@ class Capture:
                         else:
                             known[name] = obj
                         self.seen(obj, deleted=deleted)
+                        self._advance(stream, version)
                     pause = BACKOFF[0]  # the server ended the stream: resume from ``version``
                 except Gone:
                     version = None
                 except (NotFound, Forbidden) as exc:
                     self._note(f"{kind.name}: not followed ({exc})")
+                    self._versions.pop(stream, None)
                     return
                 except TransientError as exc:
-                    self._note(f"{kind.name}: {exc}; listing again in {pause:.1f}s")
-                    version = None
+                    # resume from the last version seen: a re-list would miss what was
+                    # created and deleted meanwhile; a version too old answers 410 (re-list)
+                    self._note(f"{kind.name}: {exc}; again in {pause:.1f}s")
                     await self.sleep(pause)
                     pause = min(pause * 2, BACKOFF[1])
         finally:
             self._mark_synced(synced)
+
+    def _advance(self, stream: tuple[str, str | None], version: str) -> None:
+        number = int(version) if version.isdigit() else None
+        before = self._versions.get(stream)
+        if number is not None and (before is None or number > before):
+            self._versions[stream] = number
+
+    def position(self) -> int | None:
+        """The newest resourceVersion any stream has reached (None: not comparable)."""
+        known = [v for v in self._versions.values() if v is not None]
+        return max(known) if known else None
+
+    def caught_up(self, position: int) -> bool:
+        """Every stream has delivered everything up to ``position`` (resourceVersions are
+        etcd revisions in practice: one counter for all kinds; opaque ones never compare)."""
+        return all(v is not None and v >= position for v in self._versions.values())
 
     def _listed(self, listing: Mapping[str, Any], known: dict[str, Mapping[str, Any]]) -> str:
         """File a list's objects, and as deleted those known before and now absent."""

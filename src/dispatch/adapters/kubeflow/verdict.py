@@ -3,10 +3,12 @@
 ``Verdicts`` wraps the pure cause function (``causes.diagnose``) with what a live watch adds:
 
 * **Settling.** The streams of different kinds are not ordered with each other: a peer's exit
-  code can arrive before the Node or Workload change that explains it. A terminal outcome is
-  therefore reported only when the TrainJob itself says it ended (``Complete``/``Failed``,
-  deleted, or suspended by Kueue after a rank started) or once it has been the outcome for
-  ``settle`` seconds; until then the attempt keeps its previous report.
+  code or the TrainJob's ``Failed`` can arrive before the Pod, Node or Workload change that
+  explains it. A terminal outcome is therefore reported only once every stream has caught up
+  with the position (resourceVersion) the capture had reached when that outcome first
+  appeared (``caught_up``), or, as a fallback when streams cannot be compared or one stays
+  down, once it has been the outcome for ``settle`` seconds; until then the attempt keeps its
+  previous report.
 * **A terminal attempt stays terminal.** The first terminal outcome reported is final for the
   adapter; later evidence is still recorded but never reopens it.
 * **Retirement** (``must_retire``). dispatch alone starts executions, so a TrainJob whose attempt
@@ -22,7 +24,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +33,9 @@ from dispatch.adapters.kubeflow.causes_evidence import EvidenceSet, text_of
 from dispatch.adapters.kubeflow.shape import dig
 from dispatch.model import Cause, Evidence, Outcome, State
 
-#: seconds a terminal outcome must hold before it is reported, unless the TrainJob ended
-DEFAULT_SETTLE = 5.0
+#: seconds a terminal outcome must hold before it is reported when the streams cannot say
+#: they caught up with it
+DEFAULT_SETTLE = 120.0
 
 
 def _condition_true(obj: Mapping[str, Any] | None, kind: str) -> bool:
@@ -48,6 +51,7 @@ class Standing:
 
     final: Outcome | None = None
     terminal_since: float | None = None
+    terminal_at: int | None = None  # the capture's position when it first appeared
     jobset_uids: frozenset[str] = frozenset()
     rerun: Evidence | None = None
     retired: bool = False
@@ -70,12 +74,15 @@ class Verdicts:
         *,
         cancelled_by: str | None = None,
         settled: bool = False,
+        position: int | None = None,
+        caught_up: Callable[[int], bool] | None = None,
     ) -> Outcome | None:
         """The outcome to report for TrainJob ``name`` given every record kept for it, or
         None while a terminal outcome settles (keep reporting what was reported before).
 
         ``settled``: report a terminal outcome at once (a one-shot ``observe`` has complete
-        lists, so nothing explaining is still on its way)."""
+        lists, so nothing explaining is still on its way). ``position``/``caught_up``: the
+        capture's progress (see the module docstring)."""
         standing = self.standings.setdefault(name, Standing())
         evidence = EvidenceSet.from_evidence(records)
         inputs = Inputs(
@@ -93,13 +100,13 @@ class Verdicts:
                 standing.rerun = _rerun_evidence(name, sorted(new), now)
             return standing.final
         if not outcome.is_terminal:
-            standing.terminal_since = None
+            standing.terminal_since = standing.terminal_at = None
             return outcome
         if standing.terminal_since is None:
-            standing.terminal_since = now
-        trainjob = evidence.get("TrainJob", name)
-        ended = _trainjob_ended(trainjob.latest if trainjob else None, trainjob is None)
-        if settled or ended or trainjob is None or now - standing.terminal_since >= self.settle:
+            standing.terminal_since, standing.terminal_at = now, position
+        target = standing.terminal_at
+        streams_done = target is not None and caught_up is not None and caught_up(target)
+        if settled or streams_done or now - standing.terminal_since >= self.settle:
             standing.final = outcome
             standing.jobset_uids = uids
             return outcome
@@ -138,17 +145,6 @@ class Verdicts:
 
     def forget(self, name: str) -> None:
         self.standings.pop(name, None)
-
-
-def _trainjob_ended(trainjob: Mapping[str, Any] | None, gone: bool) -> bool:
-    if gone or trainjob is None:
-        return True
-    if _condition_true(trainjob, "Complete") or _condition_true(trainjob, "Failed"):
-        return True
-    return (
-        bool(dig(trainjob, "metadata", "deletionTimestamp"))
-        or dig(trainjob, "spec", "suspend") is True
-    )
 
 
 def _jobset_uids(evidence: EvidenceSet, name: str) -> frozenset[str]:

@@ -68,7 +68,13 @@ def judge(
     """(the outcome to report, gone) for one TrainJob from what the capture kept."""
     trainjob, deleted = latest_trainjob(capture, ref)
     outcome = verdicts.judge(
-        ref[1], capture.records(ref), now, cancelled_by=cancelled_by, settled=settled
+        ref[1],
+        capture.records(ref),
+        now,
+        cancelled_by=cancelled_by,
+        settled=settled,
+        position=capture.position(),
+        caught_up=capture.caught_up,
     )
     if outcome is None:
         outcome = before or Outcome(State.RUNNING, summary="a rank ended; settling")
@@ -149,7 +155,7 @@ async def _retire_due(
     """Delete every TrainJob that must not run again (watched or judged before)."""
     for ref in sorted(capture.attribution.trainjobs):
         if ref not in refs and capture.take(ref) and verdicts.standings.get(ref[1]):
-            verdicts.judge(ref[1], capture.records(ref), now)  # notices a re-run
+            judge(capture, verdicts, ref, now, None)  # notices a re-run
         trainjob, deleted = latest_trainjob(capture, ref)
         why = None if deleted else verdicts.must_retire(ref[1], trainjob)
         if why is None:
