@@ -29,6 +29,9 @@ from dispatch.testing.k8s.scenario import Scenario
 from tests.conftest import EXAMPLES
 
 NAMESPACE = "ml-team"
+#: the settling fallback in emulated seconds: emulated time runs ~100x faster than the
+#: streams can catch up on a loaded machine, so it is scaled up accordingly
+SETTLE = 1200.0
 QUEUE = "team-a"
 TRAINER = "trainer.kubeflow.org/v1alpha1"
 RUNTIME = EXAMPLES / "kubeflow" / "runtimes" / "torch.yaml"
@@ -93,6 +96,7 @@ class World:
         made = KubeflowAdapter(
             DispatchCluster(name=cluster, adapter="kubeflow", settings=self.settings),
             AdapterContext(state_dir=self.tmp / "state", clock=self.clock),
+            settle=SETTLE,
         )
         self.adapters_made.append(made)
         return made
