@@ -94,6 +94,7 @@ def _check(world: World, jobs: dict[str, str]) -> list[tuple[str, object, str]]:
     return wrong
 
 
+@pytest.mark.timeout(600)
 def test_mixed_jobs_with_api_faults_and_dropped_streams(faulty: World) -> None:
     jobs = _submit_mix(faulty)
     started = time.monotonic()
@@ -102,6 +103,7 @@ def test_mixed_jobs_with_api_faults_and_dropped_streams(faulty: World) -> None:
     assert _check(faulty, jobs) == []
 
 
+@pytest.mark.timeout(600)
 def test_mixed_jobs_with_faults_and_supervisors_killed(faulty: World) -> None:
     """Killing supervisors loses no job and duplicates nothing. A cause can only differ when
     its proof was created and deleted by the cluster while no supervisor was running (then
@@ -109,7 +111,7 @@ def test_mixed_jobs_with_faults_and_supervisors_killed(faulty: World) -> None:
     jobs = _submit_mix(faulty)
     started = time.monotonic()
     kills = asyncio.run(_supervise_with_kills(faulty, random.Random(7), started + 60 + 3 * JOBS))
-    print(f"{JOBS} jobs, {kills} supervisor kills: {time.monotonic() - started:.1f}s")
+    print(f"{KILL_JOBS} jobs, {kills} supervisor kills: {time.monotonic() - started:.1f}s")
     wrong = _check(faulty, jobs)
     assert all(
         got[1] is Cause.UNKNOWN and "no recorded evidence" in summary  # type: ignore[index]
