@@ -71,6 +71,7 @@ class Supervisor:
         self._open_adapter = adapters
         self._adapters: dict[str, Adapter] = {}
         self._reconciled = False
+        self._seeded: set[tuple[str, int]] = set()
         self.watcher = Watcher(self.adapter)
 
     def adapter(self, cluster: str) -> Adapter:
@@ -257,7 +258,19 @@ class Supervisor:
         outcome = Outcome(state=State.FAILED, cause=Cause.START_FAILURE, summary=str(exc))
         self.records.record_outcome(job.id, attempt, outcome)
 
+    def _seed(self, job: Job, attempt: int, handle: AttemptHandle) -> None:
+        """Once per attempt and process: hand the recorded evidence back to an adapter that
+        derives outcomes over it (``seed_evidence``), since the cluster may have deleted it."""
+        key = (job.id, attempt)
+        if key in self._seeded:
+            return
+        self._seeded.add(key)
+        seed = getattr(self.adapter(job.cluster), "seed_evidence", None)
+        if callable(seed):
+            seed(handle, self.records.evidence(job.id, attempt))
+
     async def _observe(self, job: Job, attempt: int, handle: AttemptHandle) -> bool:
+        self._seed(job, attempt, handle)
         observation = self.watcher.take(handle)
         if observation is None:
             if self.watcher.covers(handle):

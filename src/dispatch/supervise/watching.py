@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from dispatch.adapters.base import Adapter
 from dispatch.model import AttemptHandle, DispatchError, Observation
@@ -50,7 +51,12 @@ class Watcher:
     async def _consume(self, cluster: str, handles: Sequence[AttemptHandle]) -> None:
         try:
             async for observation in self._adapters(cluster).watch(handles):
-                self._latest[_key(observation.handle)] = observation
+                key = _key(observation.handle)
+                before = self._latest.get(key)
+                if before is not None:  # not taken yet: keep its evidence too
+                    evidence = (*before.evidence, *observation.evidence)
+                    observation = replace(observation, evidence=evidence)
+                self._latest[key] = observation
                 self.changed.set()
         except DispatchError:
             pass  # the stream broke: the supervisor falls back to observe until it restarts
@@ -72,7 +78,8 @@ class Watcher:
         return task is not None and not task.done() and _key(handle) in keys
 
     def take(self, handle: AttemptHandle) -> Observation | None:
-        """The newest observation the stream delivered for this attempt, once."""
+        """The newest observation the stream delivered for this attempt, once, carrying the
+        evidence of every observation delivered since the last take."""
         return self._latest.pop(_key(handle), None)
 
     async def close(self) -> None:

@@ -14,9 +14,15 @@ Differences from the SPI's general guarantees (``dispatch.adapters.base``):
   TrainJob, then deletes it with *foreground* propagation: the TrainJob (annotated, so read as
   cancelled) stays visible until its JobSet and pods are gone, and takes the runtime copy with
   it. An attempt that already ended is left as it is.
-* ``observe`` and ``watch`` read the TrainJob only (``states.py``): failures have cause
-  ``unknown`` with the TrainJob's condition as evidence. An attempt whose TrainJob this adapter
-  saw end (or cancelled) and that is then gone keeps that outcome.
+* ``watch`` follows every attempt over one stream per object kind (``capture.py``,
+  ``kinds.py``) and derives outcomes with the cause function over all evidence kept per
+  attempt (``verdict.py``, design note 0006); each observation carries the new evidence.
+  ``observe`` reads one attempt's objects once (``snapshot.py``) and adds what
+  ``seed_evidence`` handed back from the records store.
+* ``watch`` also *retires* TrainJobs that must not run again: one whose attempt ended but
+  that could still run (evicted by Kueue after a rank started, ended by dispatch) or that ran
+  again after it ended (platform reference A.7) is annotated ``dispatch.dev/retired`` and
+  deleted. ``observe`` changes nothing.
 * ``weakened_identity`` answers from the runtime as last read by this adapter (every
   submission reads it); before any read, a cluster with ``allowRankRestart: true`` answers a
   conservative reason saying the runtime has not been read.
@@ -24,12 +30,15 @@ Differences from the SPI's general guarantees (``dispatch.adapters.base``):
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import Any
 
 from dispatch.adapters.base import AdapterContext
 from dispatch.adapters.kubeflow import submit
+from dispatch.adapters.kubeflow.attribution import TrainJobRef
+from dispatch.adapters.kubeflow.capture import Capture, Sleep
 from dispatch.adapters.kubeflow.client import (
     RUNTIMES,
     TRAINJOBS,
@@ -44,18 +53,22 @@ from dispatch.adapters.kubeflow.plan import NO_RUNTIME, plan_objects, runtime_ve
 from dispatch.adapters.kubeflow.probe import ClusterFacts, answers, probe, refusals
 from dispatch.adapters.kubeflow.rules import RuntimeVerdict, check_runtime
 from dispatch.adapters.kubeflow.settings import KubeflowSettings, parse_settings
+from dispatch.adapters.kubeflow.snapshot import snapshot
 from dispatch.adapters.kubeflow.states import (
     ANNOTATION_CANCEL_REASON,
     ANNOTATION_CANCELLED_BY,
+    ANNOTATION_RETIRED,
     trainjob_outcome,
 )
-from dispatch.adapters.kubeflow.watching import watch_trainjobs
+from dispatch.adapters.kubeflow.verdict import DEFAULT_SETTLE, Verdicts
+from dispatch.adapters.kubeflow.watching import watch_attempts
 from dispatch.config import ClusterConfig
 from dispatch.model import (
     AttemptHandle,
     Capability,
     CapabilityReport,
     Cause,
+    Evidence,
     Job,
     JobSpec,
     NotFound,
@@ -79,6 +92,8 @@ class KubeflowAdapter:
         context: AdapterContext,
         *,
         request_timeout: float | None = None,
+        sleep: Sleep = asyncio.sleep,
+        settle: float = DEFAULT_SETTLE,
     ) -> None:
         self.cluster = cluster
         self.context = context
@@ -90,7 +105,16 @@ class KubeflowAdapter:
         self._facts: ClusterFacts | None = None
         self._probed_at: float | None = None
         self._runtimes: dict[RuntimeKey, Any] = {}  # last read of each runtime (None: absent)
-        self._last: dict[str, Observation] = {}  # by TrainJob name
+        self._sleep = sleep
+        self._capture: Capture | None = None
+        self._capture_loop: asyncio.AbstractEventLoop | None = None
+        self._seeded: dict[TrainJobRef, list[Evidence]] = {}
+        self._cancelled: dict[TrainJobRef, str] = {}  # who cancelled, through this adapter
+        self._verdicts = Verdicts(
+            patience=self.settings.patience,
+            restarts_allowed=self.settings.allow_rank_restart,
+            settle=settle,
+        )
 
     # --- settings and facts -------------------------------------------------------------------
 
@@ -213,7 +237,10 @@ class KubeflowAdapter:
     # --- start --------------------------------------------------------------------------------
 
     async def start(self, job: Job, attempt: int, *, held: bool = False) -> AttemptHandle:
+        """Also makes sure the evidence streams run on this event loop before anything is
+        created, so the attempt's objects are recorded from their first state."""
         name = trainjob_name(job.id, attempt)
+        self.capture().cover([self.namespace])
         async with self.connection.session() as session:
             created = await submit.adopt_existing(session, name, job, attempt, self.namespace)
             if created is None:
@@ -239,47 +266,94 @@ class KubeflowAdapter:
             },
         )
 
-    # --- observe, watch, cancel -------------------------------------------------------------
+    # --- evidence, observe, watch, cancel --------------------------------------------------
 
     def _namespace_of(self, handle: AttemptHandle) -> str:
         return str(handle.data.get("namespace") or self.namespace)
 
-    def _seen(self, handle: AttemptHandle, trainjob: dict[str, Any] | None) -> Observation:
+    def _ref(self, handle: AttemptHandle) -> TrainJobRef:
+        return (self._namespace_of(handle), handle.native)
+
+    def capture(self) -> Capture:
+        """The evidence streams of this cluster, on the running event loop (made once per
+        loop; they run until ``aclose`` or the loop ends)."""
+        loop = asyncio.get_running_loop()
+        if self._capture is None or self._capture_loop is not loop:
+            self._capture = Capture(
+                self.connection, self.cluster.name, self.context.clock, sleep=self._sleep
+            )
+            self._capture_loop = loop
+            for ref, records in self._seeded.items():
+                self._capture.seed(ref, records)
+        return self._capture
+
+    async def aclose(self) -> None:
+        """Stop the evidence streams (they also end with their event loop)."""
+        if self._capture is not None:
+            await self._capture.close()
+            self._capture = None
+
+    def seed_evidence(self, handle: AttemptHandle, evidence: Sequence[Evidence]) -> None:
+        """Evidence recorded for this attempt before (the records store): the cluster may have
+        deleted those objects since, and outcomes are derived over all of it."""
+        ref = self._ref(handle)
+        self._seeded[ref] = list(evidence)
+        if self._capture is not None:
+            self._capture.seed(ref, evidence)
+
+    async def observe(self, handle: AttemptHandle) -> Observation:
+        """Reads the attempt's objects once (``snapshot``) and derives the outcome over them
+        and the seeded evidence; changes nothing."""
+        ref = self._ref(handle)
         now = self.context.clock.now()
-        if trainjob is None:
-            before = self._last.get(handle.native)
-            if before is not None and before.outcome.is_terminal:
-                return replace(before, observed_at=now, gone=True)
-            where = f"{self._namespace_of(handle)}/{handle.native}"
+        async with self.connection.session() as session:
+            records = await snapshot(session, ref[0], ref[1], now)
+        present = any(r.kind == "trainjob" for r in records)
+        everything = [*self._seeded.get(ref, ()), *records]
+        outcome = self._verdicts.judge(
+            ref[1], everything, now, cancelled_by=self._cancelled.get(ref), settled=True
+        )
+        if outcome is None or (not present and not outcome.is_terminal):
+            where = f"{ref[0]}/{ref[1]}"
             outcome = Outcome(
                 State.FAILED, Cause.UNKNOWN, summary=f"TrainJob {where} does not exist"
             )
-            return Observation(handle, outcome, (), observed_at=now, gone=True)
-        outcome = trainjob_outcome(trainjob, now)
-        seen = Observation(handle, outcome, outcome.evidence, observed_at=now)
-        self._last[handle.native] = seen
-        return seen
-
-    async def observe(self, handle: AttemptHandle) -> Observation:
-        async with self.connection.session() as session:
-            trainjob = await session.get(TRAINJOBS, handle.native, self._namespace_of(handle))
-        return self._seen(handle, trainjob)
+        return Observation(handle, outcome, tuple(records), observed_at=now, gone=not present)
 
     async def watch(self, handles: Sequence[AttemptHandle]) -> AsyncIterator[Observation]:
-        """One label-selected TrainJob watch per namespace for all ``handles`` (resumed by
-        resourceVersion, listed again on 410); yields each attempt's first observation, then
-        every change of state, cause, summary or presence; ends once all have ended."""
-        shown: dict[str, tuple[object, ...]] = {}
+        """One stream per object kind for all ``handles`` (``capture``, ``watching``): each
+        attempt's first observation, then one whenever new evidence is filed for it (carried
+        in ``evidence``) or its outcome changes; ends once all have ended. TrainJobs that must
+        not run again are deleted meanwhile (``verdict``)."""
+        async for observation in watch_attempts(
+            self.capture(),
+            self._verdicts,
+            handles,
+            self._namespace_of,
+            self.context.clock,
+            self._retire,
+            self._lookup,
+            cancelled=self._cancelled,
+            sleep=self._sleep,
+        ):
+            yield observation
+
+    async def _lookup(self, ref: TrainJobRef) -> list[Evidence]:
         async with self.connection.session() as session:
-            async for handle, trainjob in watch_trainjobs(
-                session, handles, self._namespace_of, cluster=self.cluster.name
-            ):
-                seen = self._seen(handle, trainjob)
-                outcome = seen.outcome
-                key = (outcome.state, outcome.cause, outcome.summary, seen.gone)
-                if shown.get(handle.native) != key:
-                    shown[handle.native] = key
-                    yield seen
+            return await snapshot(session, ref[0], ref[1], self.context.clock.now())
+
+    async def _retire(self, target: AttemptHandle | TrainJobRef, why: str) -> None:
+        """Delete a TrainJob whose attempt is over, saying why (``dispatch.dev/retired``)."""
+        namespace, name = self._ref(target) if isinstance(target, AttemptHandle) else target
+        async with self.connection.session() as session:
+            note = {"metadata": {"annotations": {ANNOTATION_RETIRED: why}}}
+            try:
+                await session.merge_patch(TRAINJOBS, name, note, namespace)
+            except NotFound:
+                return
+            except ApiRejected:
+                pass  # the note is lost; the deletion still happens
+            await session.delete(TRAINJOBS, name, namespace, propagation="Foreground")
 
     async def cancel(self, handle: AttemptHandle, actor: str, reason: str) -> None:
         namespace = self._namespace_of(handle)
@@ -290,13 +364,13 @@ class KubeflowAdapter:
             if trainjob_outcome(trainjob, 0.0).state in (State.SUCCEEDED, State.FAILED):
                 return
             note = {ANNOTATION_CANCELLED_BY: actor, ANNOTATION_CANCEL_REASON: reason}
+            self._cancelled[(namespace, handle.native)] = f"{actor}: {reason}"
             try:
-                trainjob = await session.merge_patch(
+                await session.merge_patch(
                     TRAINJOBS, handle.native, {"metadata": {"annotations": note}}, namespace
                 )
             except NotFound:
                 return
             except ApiRejected:  # the record of who is lost; the cancellation still happens
-                trainjob = {**trainjob, "metadata": {**trainjob["metadata"], "annotations": note}}
-            self._seen(handle, trainjob)
+                pass
             await session.delete(TRAINJOBS, handle.native, namespace, propagation="Foreground")

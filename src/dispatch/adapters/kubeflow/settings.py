@@ -14,6 +14,7 @@ public contract (DESIGN.md, "Configuration"):
   allowRankRestart: false         # default false
   publish: {via: env}             # or {via: initContainer, initContainer: register}
   queue: team-a                   # optional default Kueue LocalQueue
+  patience: 10m                   # optional; how long an attempt may wait for placement
 ```
 """
 
@@ -28,6 +29,7 @@ from typing import Any
 
 from dispatch.config import ClusterConfig
 from dispatch.model import ConfigError
+from dispatch.model.units import parse_duration
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
@@ -41,7 +43,10 @@ KNOWN_KEYS = (
     "allowRankRestart",
     "publish",
     "queue",
+    "patience",
 )
+#: seconds an attempt may wait for placement (or, admitted, for pods) by default
+DEFAULT_PATIENCE = 600.0
 
 
 class PublishVia(StrEnum):
@@ -67,6 +72,8 @@ class KubeflowSettings:
     #: the init container named by ``publish.initContainer`` (set iff publishing through one)
     init_container: str | None = None
     queue: str | None = None
+    #: seconds an attempt may wait for placement before it is ``no_capacity``
+    patience: float = DEFAULT_PATIENCE
 
     @property
     def effective_namespace(self) -> str:
@@ -176,6 +183,7 @@ def settings_from_mapping(data: Any, *, cluster: str = "?") -> KubeflowSettings:
         problems.append(f"`allowRankRestart` must be true or false (got {allow!r})")
         allow = False
     runtimes = _runtimes(data.get("runtimes"), problems)
+    patience = _patience(data.get("patience"), problems)
     via, container = _publish(data.get("publish"), problems)
     if problems:
         raise ConfigError(f"{where}: " + "; ".join(problems))
@@ -188,4 +196,19 @@ def settings_from_mapping(data: Any, *, cluster: str = "?") -> KubeflowSettings:
         publish_via=via,
         init_container=container,
         queue=queue,
+        patience=patience,
     )
+
+
+def _patience(value: Any, problems: list[str]) -> float:
+    if value is None:
+        return DEFAULT_PATIENCE
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        problems.append(f"`patience` must be a duration such as 10m or 600 ({exc})")
+        return DEFAULT_PATIENCE
+    if seconds <= 0:
+        problems.append(f"`patience` must be positive (got {value!r})")
+        return DEFAULT_PATIENCE
+    return seconds

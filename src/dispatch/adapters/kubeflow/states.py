@@ -29,6 +29,8 @@ from dispatch.model import Cause, Evidence, Outcome, State
 
 ANNOTATION_CANCELLED_BY = "dispatch.dev/cancelled-by"
 ANNOTATION_CANCEL_REASON = "dispatch.dev/cancel-reason"
+#: why dispatch deleted a TrainJob whose attempt was over (``verdict.Verdicts.must_retire``)
+ANNOTATION_RETIRED = "dispatch.dev/retired"
 
 
 def _condition(trainjob: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:

@@ -1,0 +1,301 @@
+"""Evidence capture: one list+watch stream per object kind (and namespace) for every attempt.
+
+``Capture`` runs the streams of ``kinds.watched_kinds`` for the namespaces it is asked to
+cover and files every object state it sees, the moment it sees it, as an ``object_evidence``
+record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
+
+* **One stream per kind and namespace**, label-selected where the labels allow (``kinds``),
+  however many attempts are followed; Nodes once for the cluster. No per-job request.
+* **Resumed by resourceVersion**: a stream the server ends (its ``timeoutSeconds``) or that
+  drops or fails continues from the last version seen, bookmarks included, so every change in
+  between is still delivered. A **410 Gone** (that version is compacted) **lists again**;
+  objects the new list lacks are filed as deleted (their last state), because their deletion
+  happened while nobody watched; what was created and deleted in that gap is lost. Failures back off exponentially
+  (``BACKOFF``, with the injected ``sleep``) and never end the capture; a kind the cluster
+  does not serve (404) or may not be read (403) is skipped.
+* Records are de-duplicated by key (kind, object, resourceVersion, deleted), so a re-list
+  files nothing twice. ``take(ref)`` hands out the records filed since the last take;
+  ``records(ref)`` every record kept (the attempt's whole evidence, seeded ones included).
+* ``position()``/``caught_up(v)``: how far the streams got, so a judgement can wait until
+  every kind has delivered what happened before it (streams of different kinds lag
+  differently; bookmarks move quiet ones forward).
+* ``synced`` is set once every stream has made its first list (or was skipped), so a first
+  judgement is not made on half the evidence. ``changed`` is set whenever a record is filed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+from dispatch.adapters.kubeflow.attribution import Attribution, TrainJobRef
+from dispatch.adapters.kubeflow.causes_evidence import object_evidence, text_of
+from dispatch.adapters.kubeflow.client import Connection, Gone, Session
+from dispatch.adapters.kubeflow.kinds import WatchedKind, watched_kinds
+from dispatch.adapters.kubeflow.listwatch import list_raw, watch_raw
+from dispatch.adapters.kubeflow.shape import dig
+from dispatch.clock import Clock
+from dispatch.model import Evidence, Forbidden, NotFound, TransientError
+
+#: seconds a watch request lasts on the server before it is resumed
+WATCH_SECONDS = 300
+#: first and longest pause (real seconds) after a failed list or watch
+BACKOFF = (0.2, 5.0)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class Capture:
+    """The evidence streams of one cluster (see the module docstring)."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        cluster: str,
+        clock: Clock,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        kinds: tuple[WatchedKind, ...] | None = None,
+    ) -> None:
+        self.connection = connection
+        self.clock = clock
+        self.sleep = sleep
+        self.kinds = kinds if kinds is not None else watched_kinds(cluster)
+        self.attribution = Attribution()
+        self.synced = asyncio.Event()
+        self.changed = asyncio.Event()
+        self.errors: list[str] = []  # the latest stream failures, for diagnostics
+        self._records: dict[TrainJobRef, list[Evidence]] = {}
+        self._keys: dict[TrainJobRef, set[str]] = {}
+        self._fresh: dict[TrainJobRef, list[Evidence]] = {}
+        self._nodes: dict[str, Mapping[str, Any]] = {}
+        self._node_sent: set[tuple[TrainJobRef, str, str]] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._pending_sync = 0
+        self._namespaces: set[str] = set()
+        self._session: Session | None = None
+        self._opened: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._versions: dict[tuple[str, str | None], int | None] = {}  # per live stream
+
+    # --- records ----------------------------------------------------------------------------
+
+    def seed(self, ref: TrainJobRef, records: Iterable[Evidence]) -> None:
+        """Evidence recorded earlier (e.g. by a previous process) for this TrainJob."""
+        for record in records:
+            self._file(ref, record, fresh=False)
+
+    def records(self, ref: TrainJobRef) -> list[Evidence]:
+        return list(self._records.get(ref, ()))
+
+    def take(self, ref: TrainJobRef) -> tuple[Evidence, ...]:
+        return tuple(self._fresh.pop(ref, ()))
+
+    def _file(self, ref: TrainJobRef, record: Evidence, *, fresh: bool = True) -> None:
+        keys = self._keys.setdefault(ref, set())
+        if record.key in keys:
+            return
+        keys.add(record.key)
+        self._records.setdefault(ref, []).append(record)
+        if fresh:
+            self._fresh.setdefault(ref, []).append(record)
+            self.changed.set()
+
+    def forget(self, ref: TrainJobRef) -> None:
+        """Drop everything kept for a TrainJob dispatch no longer follows."""
+        for table in (self._records, self._keys, self._fresh):
+            table.pop(ref, None)
+        self._node_sent = {k for k in self._node_sent if k[0] != ref}
+        self.attribution.forget(ref)
+
+    def seen(self, obj: Mapping[str, Any], *, deleted: bool = False) -> None:
+        """File one observed object state (``deleted``: its last state before deletion)."""
+        at = self.clock.now()
+        kind = text_of(obj.get("kind"))
+        name = text_of(dig(obj, "metadata", "name"))
+        if kind == "Node":
+            self._nodes[name] = obj
+        refs = self.attribution.assign(obj)
+        if not refs and kind != "Node":
+            self.attribution.keep_orphan(obj)
+        record = object_evidence(obj, at, deleted=deleted)
+        for ref in refs:
+            self._file(ref, record)
+        if self.attribution.new_trainjob:
+            for ref, orphan in self.attribution.adopt_orphans():
+                self._file(ref, object_evidence(orphan, at))
+                self._node_of(ref, orphan, at)
+        for ref in refs:
+            self._node_of(ref, obj, at)
+
+    def _node_of(self, ref: TrainJobRef, obj: Mapping[str, Any], at: float) -> None:
+        """A pod's node, filed for its TrainJob the first time the pod is seen on it."""
+        if text_of(obj.get("kind")) != "Pod":
+            return
+        node = text_of(dig(obj, "spec", "nodeName"))
+        version = text_of(dig(self._nodes.get(node), "metadata", "resourceVersion"))
+        if node in self._nodes and (ref, node, version) not in self._node_sent:
+            self._node_sent.add((ref, node, version))
+            self._file(ref, object_evidence(self._nodes[node], at))
+
+    # --- streams ----------------------------------------------------------------------------
+
+    def cover(self, namespaces: Iterable[str]) -> None:
+        """Make sure the streams of these namespaces run (Nodes once). Call on the loop that
+        will consume the capture; the streams live until ``close``."""
+        new = set(namespaces) - self._namespaces
+        if not new and self._opened is not None:
+            return
+        if self._opened is None:
+            self._opened = asyncio.ensure_future(self._hold_session())
+        self._namespaces |= new
+        for namespace in sorted(new):
+            for kind in self.kinds:
+                if kind.resource.namespaced:
+                    self._spawn(kind, namespace)
+        if not any(t for t in self._tasks if getattr(t, "cluster_scoped", False)):
+            for kind in self.kinds:
+                if not kind.resource.namespaced:
+                    self._spawn(kind, None).cluster_scoped = True  # type: ignore[attr-defined]
+
+    def _spawn(self, kind: WatchedKind, namespace: str | None) -> asyncio.Task[None]:
+        self._pending_sync += 1
+        self.synced.clear()
+        task = asyncio.ensure_future(self._follow(kind, namespace))
+        self._tasks.append(task)
+        return task
+
+    async def _hold_session(self) -> None:
+        async with self.connection.session() as session:
+            self._session = session
+            await self._stop.wait()
+
+    async def _ready_session(self) -> Session:
+        while self._session is None:
+            if self._opened is not None and self._opened.done():
+                self._opened.result()  # raise the connection's error (e.g. ConfigError)
+            await asyncio.sleep(0.01)
+        return self._session
+
+    def _mark_synced(self, done: list[bool]) -> None:
+        if not done[0]:
+            done[0] = True
+            self._pending_sync -= 1
+            if self._pending_sync <= 0:
+                self.synced.set()
+
+    async def _follow(self, kind: WatchedKind, namespace: str | None) -> None:
+        """List, then watch from the list's version; see the module docstring."""
+        session = await self._ready_session()
+        res, synced = kind.resource, [False]
+        stream = (kind.name, namespace)
+        self._versions[stream] = None
+        known: dict[str, Mapping[str, Any]] = {}
+        version: str | None = None
+        pause = BACKOFF[0]
+        try:
+            while True:
+                try:
+                    if version is None:
+                        listing = await list_raw(
+                            session, res, namespace, label_selector=kind.selector
+                        )
+                        version = self._listed(listing, known)
+                        self._advance(stream, version)
+                        self._mark_synced(synced)
+                    async for event in watch_raw(
+                        session,
+                        res,
+                        namespace,
+                        label_selector=kind.selector,
+                        resource_version=version,
+                        timeout_seconds=WATCH_SECONDS,
+                    ):
+                        pause = BACKOFF[0]  # the stream works: a later drop starts afresh
+                        obj = event.get("object") or {}
+                        version = text_of(dig(obj, "metadata", "resourceVersion")) or version
+                        if event.get("type") == "BOOKMARK":
+                            self._advance(stream, version)
+                            continue
+                        name = (
+                            text_of(dig(obj, "metadata", "namespace"))
+                            + "/"
+                            + text_of(dig(obj, "metadata", "name"))
+                        )
+                        deleted = event.get("type") == "DELETED"
+                        if deleted:
+                            known.pop(name, None)
+                        else:
+                            known[name] = obj
+                        self.seen(obj, deleted=deleted)
+                        self._advance(stream, version)
+                    pause = BACKOFF[0]  # the server ended the stream: resume from ``version``
+                except Gone:
+                    version = None
+                except (NotFound, Forbidden) as exc:
+                    self._note(f"{kind.name}: not followed ({exc})")
+                    self._versions.pop(stream, None)
+                    return
+                except TransientError as exc:
+                    # resume from the last version seen: a re-list would miss what was
+                    # created and deleted meanwhile; a version too old answers 410 (re-list)
+                    self._note(f"{kind.name}: {exc}; again in {pause:.1f}s")
+                    await self.sleep(pause)
+                    pause = min(pause * 2, BACKOFF[1])
+        finally:
+            self._mark_synced(synced)
+
+    def _advance(self, stream: tuple[str, str | None], version: str) -> None:
+        number = int(version) if version.isdigit() else None
+        before = self._versions.get(stream)
+        if number is not None and (before is None or number > before):
+            self._versions[stream] = number
+
+    def position(self) -> int | None:
+        """The newest resourceVersion any stream has reached (None: not comparable)."""
+        known = [v for v in self._versions.values() if v is not None]
+        return max(known) if known else None
+
+    def caught_up(self, position: int) -> bool:
+        """Every stream has delivered everything up to ``position`` (resourceVersions are
+        etcd revisions in practice: one counter for all kinds; opaque ones never compare)."""
+        return all(v is not None and v >= position for v in self._versions.values())
+
+    def _listed(self, listing: Mapping[str, Any], known: dict[str, Mapping[str, Any]]) -> str:
+        """File a list's objects, and as deleted those known before and now absent."""
+        items = [i for i in listing.get("items") or [] if isinstance(i, dict)]
+        now: dict[str, Mapping[str, Any]] = {}
+        for item in items:
+            key = (
+                text_of(dig(item, "metadata", "namespace"))
+                + "/"
+                + text_of(dig(item, "metadata", "name"))
+            )
+            now[key] = item
+        for key, last in known.items():
+            if key not in now:
+                self.seen(last, deleted=True)
+        known.clear()
+        known.update(now)
+        for item in items:
+            self.seen(item)
+        return text_of(dig(listing, "metadata", "resourceVersion"))
+
+    def _note(self, text: str) -> None:
+        self.errors = [*self.errors[-19:], text]
+
+    async def close(self) -> None:
+        """Stop every stream and close the session."""
+        self._stop.set()
+        tasks = [*self._tasks, *([self._opened] if self._opened else [])]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, TransientError):
+                await task
+        self._tasks.clear()
+        self._opened = None
+        self._session = None
+        self._namespaces.clear()

@@ -1,0 +1,66 @@
+"""The object kinds dispatch watches for evidence, and how each is selected on the server.
+
+One watch per kind and namespace covers every supervised attempt of a cluster (never one per
+job). The label selector narrows each stream as far as the labels allow; what it cannot say
+is decided client-side by ``attribution.Attribution``:
+
+| kind | selector | why |
+|---|---|---|
+| TrainJob | ``app.kubernetes.io/managed-by=dispatch,dispatch.dev/cluster=<cluster>`` | dispatch labels its TrainJobs |
+| JobSet | none | Trainer copies the *runtime template's* labels, not the TrainJob's; matched by name |
+| Job | ``jobset.sigs.k8s.io/jobset-name`` (exists) | JobSet labels its Jobs; matched by JobSet name |
+| Pod | ``dispatch.dev/job`` (exists) | dispatch's runtime patch labels the trainer pods |
+| Event (core/v1 and events.k8s.io/v1) | none | events carry no labels; matched by the object they are about |
+| Workload | ``kueue.x-k8s.io/job-uid`` (exists) | Kueue labels Workloads with the TrainJob's uid |
+| Node | none (cluster-scoped) | kept for nodes that ran an attempt's pods |
+
+Both Event APIs are watched: a cluster may record through either; the emulator (and a real
+server) serves each event under both, and identical records are stored once (same key).
+A kind the cluster does not serve (no Kueue, no events.k8s.io) is skipped after its first 404.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dispatch.adapters.kubeflow.build import LABEL_CLUSTER, LABEL_JOB, LABEL_MANAGED_BY, MANAGED_BY
+from dispatch.adapters.kubeflow.client import TRAINJOBS, Resource
+from dispatch.adapters.kubeflow.names import label_value
+
+JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+JOBS = Resource("batch", "v1", "jobs", "Job")
+PODS = Resource("", "v1", "pods", "Pod")
+CORE_EVENTS = Resource("", "v1", "events", "Event")
+EVENTS = Resource("events.k8s.io", "v1", "events", "Event")
+WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+WORKLOAD_JOB_UID = "kueue.x-k8s.io/job-uid"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedKind:
+    """One stream: the resource and its label selector (see the module table)."""
+
+    resource: Resource
+    selector: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.resource.plural}.{self.resource.group or 'core'}"
+
+
+def watched_kinds(cluster: str) -> tuple[WatchedKind, ...]:
+    """Every stream for a cluster named ``cluster``; TrainJobs first (they anchor the rest)."""
+    trainjobs = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_CLUSTER}={label_value(cluster)}"
+    return (
+        WatchedKind(TRAINJOBS, trainjobs),
+        WatchedKind(JOBSETS),
+        WatchedKind(JOBS, JOBSET_NAME),
+        WatchedKind(PODS, LABEL_JOB),
+        WatchedKind(CORE_EVENTS),
+        WatchedKind(EVENTS),
+        WatchedKind(WORKLOADS, WORKLOAD_JOB_UID),
+        WatchedKind(NODES),
+    )

@@ -1,0 +1,150 @@
+"""An emulated Kubeflow cluster with every controller, a records store, and supervisors.
+
+``World`` starts the emulator (Trainer, JobSet, Job, scheduler, kubelets, node lifecycle and
+Kueue with one ClusterQueue), makes Kubeflow adapters bound to it whose clock is the
+cluster's (so patience and evidence times agree with the objects' timestamps), and runs the
+real ``Supervisor`` over a SQLite records store until every job has ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dispatch.adapters.base import Adapter, AdapterContext
+from dispatch.adapters.kubeflow import KubeflowAdapter
+from dispatch.clock import CountingIds
+from dispatch.config import ClusterConfig as DispatchCluster
+from dispatch.model import parse_spec
+from dispatch.records import SqliteRecords
+from dispatch.supervise import Supervisor
+from dispatch.testing.k8s import ClusterConfig, Emulator
+from dispatch.testing.k8s.controllers import ClusterQueue, KueueConfig, standard_controllers
+from dispatch.testing.k8s.scenario import Scenario
+from tests.conftest import EXAMPLES
+
+NAMESPACE = "ml-team"
+#: the settling fallback in emulated seconds: emulated time runs ~100x faster than the
+#: streams can catch up on a loaded machine, so it is scaled up accordingly
+SETTLE = 1200.0
+QUEUE = "team-a"
+TRAINER = "trainer.kubeflow.org/v1alpha1"
+RUNTIME = EXAMPLES / "kubeflow" / "runtimes" / "torch.yaml"
+RETRY_PREEMPTED = {
+    "rules": [
+        {"on": ["preempted", "node_lost"], "action": "retry", "limit": 2,
+         "backoff": {"initial": "1s"}},
+    ],
+    "unmatched": "fail",
+}  # fmt: skip
+
+
+def kueue(cpu: str = "4") -> KueueConfig:
+    return KueueConfig(
+        cluster_queues=(ClusterQueue("cq", {"cpu": cpu}, local_queues=(QUEUE,)),),
+        priority_classes={"high": 1000},
+    )
+
+
+class World:
+    """The emulator, the store and adapter settings; ``close()`` stops the emulator."""
+
+    def __init__(
+        self,
+        tmp: Path,
+        *,
+        scenario: Scenario | None = None,
+        kueue_config: KueueConfig | None = None,
+        time_scale: float = 100.0,
+        nodes: tuple[str, ...] = ("node-1", "node-2", "node-3", "node-4"),
+        **settings: Any,
+    ) -> None:
+        config = ClusterConfig(
+            namespaces=("default", NAMESPACE, "kubeflow-system"),
+            nodes=nodes,
+            time_scale=time_scale,
+            controllers=standard_controllers(scenario, kueue_config),
+            compaction_window=1e9,
+            bookmark_interval=5.0,
+        )
+        self.tmp = tmp
+        self.emulator = Emulator(config, kubeconfig=tmp / "kubeconfig").start()
+        self.emulator.create(yaml.safe_load(RUNTIME.read_text()))
+        self.emulator.create(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "kubeflow-trainer-public", "namespace": "kubeflow-system"},
+                "data": {"kubeflow_trainer_version": "v2.3.0"},
+            }
+        )
+        self.clock = self.emulator.cluster.clock
+        self.records = SqliteRecords(tmp / "records.db", clock=self.clock, ids=CountingIds())
+        self.settings = {
+            "kubeconfig": str(self.emulator.kubeconfig),
+            "namespace": NAMESPACE,
+            **settings,
+        }
+        self.adapters_made: list[KubeflowAdapter] = []
+
+    def adapter(self, cluster: str = "kf") -> Adapter:
+        made = KubeflowAdapter(
+            DispatchCluster(name=cluster, adapter="kubeflow", settings=self.settings),
+            AdapterContext(state_dir=self.tmp / "state", clock=self.clock),
+            settle=SETTLE,
+        )
+        self.adapters_made.append(made)
+        return made
+
+    def supervisor(self, owner: str = "s1") -> Supervisor:
+        cache: dict[str, Adapter] = {}
+
+        def adapters(cluster: str) -> Adapter:
+            if cluster not in cache:
+                cache[cluster] = self.adapter(cluster)
+            return cache[cluster]
+
+        return Supervisor(
+            self.records, adapters, self.clock, owner, lease_ttl=600.0, poll_interval=10.0
+        )
+
+    def submit(
+        self,
+        name: str,
+        pods: Mapping[str, Any] | None = None,
+        *,
+        recovery: Mapping[str, Any] | None = None,
+        **spec: Any,
+    ) -> str:
+        fields: dict[str, Any] = {
+            "name": name,
+            "cluster": "kf",
+            "runtime": {"kind": "ClusterTrainingRuntime", "name": "torch-dispatch"},
+            "nodes": 2,
+            "image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
+            "command": ["torchrun", "train.py"],
+            "resources": {"cpu": "1"},
+            "env": {"EMULATOR_SCENARIO": json.dumps(pods or {})},
+            "recovery": recovery or RETRY_PREEMPTED,
+        }
+        fields.update(spec)
+        return self.records.create_job(parse_spec(fields)).id
+
+    async def supervise(self, owner: str = "s1", timeout: float = 90.0) -> None:
+        """Run a supervisor until no job is open (real-seconds ``timeout``)."""
+        supervisor = self.supervisor(owner)
+        await asyncio.wait_for(supervisor.run(asyncio.Event(), until_idle=True), timeout)
+
+    def objects(self, kind: str, api_version: str = TRAINER) -> list[dict[str, Any]]:
+        cluster = self.emulator.cluster
+        rtype = cluster.rtype(api_version, kind)
+        return self.emulator.call(lambda: [dict(o) for o in cluster.store.objects(rtype)])
+
+    def close(self) -> None:
+        self.records.close()
+        self.emulator.stop()
