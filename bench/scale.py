@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from dispatch.testing.k8s import ClusterConfig, Emulator
+from dispatch.testing.k8s import ClusterConfig, Emulator, FaultRule
 from dispatch.testing.k8s.controllers import standard_controllers
 from dispatch.testing.k8s.runtimes import torch_strict
 
@@ -76,6 +76,7 @@ class ServerTimes:
     created: dict[str, float] = field(default_factory=dict)
     terminal: dict[str, float] = field(default_factory=dict)
     terminal_type: dict[str, str] = field(default_factory=dict)
+    rtype: Any = None  # the TrainJob resource type, once known
 
     def hook(self, change: Any) -> None:
         if change.rtype.kind != "TrainJob":
@@ -124,13 +125,18 @@ def prepare(emu: Emulator, times: ServerTimes) -> None:
         }
     )
     cluster = emu.cluster
+    times.rtype = cluster.rtype(TRAINER, "TrainJob")
     emu.call(lambda: cluster.store.on_change(times.hook))
     emu.cluster.accounting.reset()
 
 
+def spawn(argv: list[str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
 def run_child(argv: list[str], deadline: float) -> tuple[bool, str]:
     """Run a child to its end or ``deadline`` real seconds; (finished, stderr tail)."""
-    process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = spawn(argv)
     try:
         _, err = process.communicate(timeout=deadline)
     except subprocess.TimeoutExpired:
@@ -154,6 +160,13 @@ def summarise(
     lifetimes = [times.terminal[n] - times.created[n] for n in times.terminal if n in times.created]
     job_minutes = sum(lifetimes) / 60
     delays = [reported[n] - times.terminal[n] for n in reported if n in times.terminal]
+    # jobs that ended once every TrainJob existed: supervision alone, not the submission
+    submitted = max(times.created.values(), default=0.0)
+    settled = [
+        reported[n] - times.terminal[n]
+        for n in reported
+        if n in times.terminal and times.terminal[n] > submitted
+    ]
     # following the jobs, without submitting them: all of the SDK run's requests (it submits
     # nothing); dispatch's reads of TrainJobs (one GET per start is its adoption check)
     following = (
@@ -180,6 +193,10 @@ def summarise(
         "detectP50": percentile(delays, 0.5),
         "detectP99": percentile(delays, 0.99),
         "detectMax": max(delays) if delays else None,
+        "submissionSeconds": round(submitted - min(times.created.values(), default=0.0), 1),
+        "endedAfterSubmission": len(settled),
+        "detectP50AfterSubmission": percentile(settled, 0.5),
+        "detectP99AfterSubmission": percentile(settled, 0.99),
         "cpuSeconds": round(child.get("cpuSeconds", 0.0), 2),
         "peakRssMiB": round(child.get("peakRssMiB", 0.0), 1),
         "wallSeconds": round(child.get("finished", 0) - child.get("began", 0), 1),
@@ -187,13 +204,27 @@ def summarise(
 
 
 def run_dispatch(
-    jobs: int, lifetime: float, scale: float, deadline: float, profile: Path | None = None
+    jobs: int,
+    lifetime: float,
+    scale: float,
+    deadline: float,
+    profile: Path | None = None,
+    *,
+    faults: tuple[FaultRule, ...] = (),
+    kills: int = 0,
 ) -> dict[str, Any]:
+    """dispatch's supervisor over ``jobs`` jobs. With ``faults``, those rules are active on
+    the emulator for the whole run; with ``kills``, the supervisor is SIGKILLed that many
+    times (once 1/(kills+1), 2/(kills+1)... of the TrainJobs exist) and restarted under a new owner name against
+    the same records (lease TTL 5 s, so a restarted one takes over quickly)."""
     times = ServerTimes()
-    with tempfile.TemporaryDirectory(prefix="dispatch-scale-") as tmp, Emulator(
-        emulator_config(jobs, scale), kubeconfig=Path(tmp) / "kubeconfig"
-    ) as emu:
+    with (
+        tempfile.TemporaryDirectory(prefix="dispatch-scale-") as tmp,
+        Emulator(emulator_config(jobs, scale), kubeconfig=Path(tmp) / "kubeconfig") as emu,
+    ):
         prepare(emu, times)
+        for rule in faults:
+            emu.faults.add(rule)
         plan = {
             "kubeconfig": str(emu.kubeconfig),
             "namespace": NAMESPACE,
@@ -204,15 +235,32 @@ def run_dispatch(
                 for i in range(jobs)
             ],
             "profile": str(profile) if profile else None,
+            "leaseTtl": 5.0 if kills else 30.0,
         }
-        (Path(tmp) / "plan.json").write_text(json.dumps(plan))
         out = Path(tmp) / "out.json"
+        argv = [
+            sys.executable,
+            "-m",
+            "bench.scale_dispatch",
+            str(Path(tmp) / "plan.json"),
+            str(out),
+        ]
         sampler = WatchSampler(emu)
         sampler.start()
-        finished, why = run_child(
-            [sys.executable, "-m", "bench.scale_dispatch", str(Path(tmp) / "plan.json"), str(out)],
-            deadline,
-        )
+        for kill in range(kills):
+            (Path(tmp) / "plan.json").write_text(
+                json.dumps({**plan, "owner": f"bench-{kill}", "create": kill == 0})
+            )
+            process = spawn(argv)
+            wanted = (kill + 1) * jobs / (kills + 1)  # killed while it is starting jobs
+            until = time.time() + lifetime * 3
+            while len(times.created) < wanted and time.time() < until:
+                time.sleep(0.02)
+            process.kill()
+            process.communicate()
+        plan.update(owner=f"bench-{kills}", create=kills == 0)
+        (Path(tmp) / "plan.json").write_text(json.dumps(plan))
+        finished, why = run_child(argv, deadline)
         sampler.stop.set()
         counts = emu.requests()
         if not finished:
@@ -222,7 +270,15 @@ def run_dispatch(
         result = summarise("dispatch", jobs, times, reported, counts, sampler.peak, child)
         result["passes"] = child["passes"]
         result["lost"] = sum(1 for j in child["jobs"] if j["state"] not in ("succeeded", "failed"))
-        result["duplicated"] = sum(1 for j in child["jobs"] if j["attempts"] != 1)
+        trainjobs = emu.call(lambda: list(emu.cluster.store.objects(times.rtype)))
+        per_job: dict[str, int] = {}
+        for obj in trainjobs:
+            job = (obj["metadata"].get("labels") or {}).get("dispatch.dev/job", "")
+            per_job[job] = per_job.get(job, 0) + 1
+        result["duplicated"] = sum(1 for j in child["jobs"] if j["attempts"] != 1) + sum(
+            1 for n in per_job.values() if n > 1
+        )
+        result["trainJobs"] = len(trainjobs)
         expected = {f"scale-{i:05d}": scenario(i, lifetime, scale)[0] for i in range(jobs)}
         result["wrongState"] = sum(
             1
@@ -244,9 +300,10 @@ def run_sdk(jobs: int, lifetime: float, scale: float, deadline: float) -> dict[s
     if python is None:
         return {"tool": "sdk", "jobs": jobs, "error": f"skipped: {why}"}
     times = ServerTimes()
-    with tempfile.TemporaryDirectory(prefix="dispatch-scale-") as tmp, Emulator(
-        emulator_config(jobs, scale), kubeconfig=Path(tmp) / "kubeconfig"
-    ) as emu:
+    with (
+        tempfile.TemporaryDirectory(prefix="dispatch-scale-") as tmp,
+        Emulator(emulator_config(jobs, scale), kubeconfig=Path(tmp) / "kubeconfig") as emu,
+    ):
         prepare(emu, times)
         names = [f"sdk-{i:05d}" for i in range(jobs)]
         plan = {"kubeconfig": str(emu.kubeconfig), "namespace": NAMESPACE, "names": names}
@@ -300,14 +357,20 @@ def run_sdk(jobs: int, lifetime: float, scale: float, deadline: float) -> dict[s
         return result
 
 
-def run(sizes: list[int], lifetime: float, scale: float, tools: list[str]) -> list[dict[str, Any]]:
+def run(
+    sizes: list[int],
+    lifetime: float,
+    scale: float,
+    tools: list[str],
+    profile: Path | None = None,
+) -> list[dict[str, Any]]:
     results = []
     for n in sizes:
         deadline = 120 + n * 0.6 + lifetime * 3
         for tool in tools:
             began = time.time()
             if tool == "dispatch":
-                result = run_dispatch(n, lifetime, scale, deadline)
+                result = run_dispatch(n, lifetime, scale, deadline, profile)
             else:
                 result = run_sdk(n, lifetime, scale, deadline)
             result["benchSeconds"] = round(time.time() - began, 1)
@@ -324,5 +387,7 @@ if __name__ == "__main__":
     parser.add_argument("--lifetime", type=float, default=20.0, help="mean real seconds")
     parser.add_argument("--time-scale", type=float, default=10.0)
     parser.add_argument("--tools", nargs="+", default=["dispatch", "sdk"])
+    parser.add_argument("--profile", type=Path, help="cProfile the supervisor into this file")
     args = parser.parse_args()
-    print(json.dumps(run(args.jobs, args.lifetime, args.time_scale, args.tools), indent=1))
+    found = run(args.jobs, args.lifetime, args.time_scale, args.tools, args.profile)
+    print(json.dumps(found, indent=1))

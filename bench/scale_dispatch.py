@@ -3,7 +3,9 @@ process, driving N jobs on the emulated cluster until every one has ended.
 
     python -m bench.scale_dispatch PLAN.json OUT.json
 
-PLAN: {"kubeconfig", "namespace", "state", "pollInterval", "jobs": [{"name", "scenario"}]}.
+PLAN: {"kubeconfig", "namespace", "state", "pollInterval", "leaseTtl", "owner", "create",
+"jobs": [{"name", "scenario"}]}; with ``create`` false the jobs already in the records are
+supervised (a supervisor restarted after a kill).
 OUT: per job the TrainJob name, final state and cause, and when the supervisor recorded the
 attempt's end (the records' log time, wall clock); plus this process's CPU seconds and peak
 RSS. The jobs are put in the records first (as ``dispatch submit`` does), then one supervisor
@@ -66,9 +68,17 @@ async def supervise(plan: dict[str, Any]) -> dict[str, Any]:
         ClusterConfig(name=CLUSTER, adapter="kubeflow", settings=settings),
         AdapterContext(state_dir=state / "clusters" / CLUSTER, clock=clock),
     )
-    jobs = [records.create_job(parse_spec(job_spec(j["name"], j["scenario"]))) for j in plan["jobs"]]
+    if plan.get("create", True):
+        for j in plan["jobs"]:
+            records.create_job(parse_spec(job_spec(j["name"], j["scenario"])))
+    jobs = sorted((r.job for r in records.list_jobs()), key=lambda job: job.spec.name)
     supervisor = Supervisor(
-        records, lambda _: adapter, clock, "bench", poll_interval=plan["pollInterval"]
+        records,
+        lambda _: adapter,
+        clock,
+        plan.get("owner", "bench"),
+        poll_interval=plan["pollInterval"],
+        lease_ttl=plan.get("leaseTtl", 30.0),
     )
     passes = 0
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from kubeflow.common.types import KubernetesBackendConfig
 from kubeflow.trainer import TrainerClient
 
-
 clients = []
 
 
