@@ -20,7 +20,12 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
 
 
 def _head(title: str, found: dict[str, Any]) -> list[str]:
-    lines = [f"## {title}", "", f"Took {found['seconds']} s; load average {found['loadAverage']}.", ""]
+    lines = [
+        f"## {title}",
+        "",
+        f"Took {found['seconds']} s; load average {found['loadAverage']}.",
+        "",
+    ]
     if "skipped" in found:
         lines += [f"**Not run:** {found['skipped']}", ""]
     return lines

@@ -101,6 +101,7 @@ def run_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
             size(args, "faultJobs"),
             size(args, "faultLifetime"),
             size(args, "fuzzExamples"),
+            quick=args.quick,
         )
     if name == "sim":
         from bench import sim_throughput
