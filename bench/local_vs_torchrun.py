@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -149,6 +150,40 @@ def stop_time(kind: str, base: Path) -> float:
     return stopped - failed
 
 
+KINDS = ("torchrun", "dispatch+torchrun", "dispatch")
+
+
+def measure(repeat: int) -> dict[str, Any]:
+    """``repeat`` rounds of every launcher (wall time, then stop time); medians and ranges."""
+    base = Path(tempfile.mkdtemp(prefix="dispatch-bench-"))
+    walls: dict[str, list[float]] = {k: [] for k in KINDS}
+    stops: dict[str, list[float]] = {k: [] for k in KINDS}
+    try:
+        for _ in range(repeat):
+            for kind in KINDS:
+                walls[kind].append(wall_time(kind, base))
+                stops[kind].append(stop_time(kind, base))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    rows = []
+    for kind in KINDS:
+        w, s = walls[kind], stops[kind]
+        rows.append(
+            {
+                "launcher": kind,
+                "runs": repeat,
+                "wallMedian": statistics.median(w),
+                "wallMin": min(w),
+                "wallMax": max(w),
+                "stopMedian": statistics.median(s),
+                "stopMin": min(s),
+                "stopMax": max(s),
+                "wallOverhead": statistics.median(w) / statistics.median(walls["torchrun"]) - 1,
+            }
+        )
+    return {"rows": rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
@@ -157,29 +192,19 @@ def main() -> None:
     if args.drive:
         workdir, state, fail, mode = args.drive
         sys.exit(drive(workdir, state, fail == "1", mode == "torchrun"))
-    base = Path(tempfile.mkdtemp(prefix="dispatch-bench-"))
-    kinds = ("torchrun", "dispatch+torchrun", "dispatch")
-    walls: dict[str, list[float]] = {k: [] for k in kinds}
-    stops: dict[str, list[float]] = {k: [] for k in kinds}
-    for _ in range(args.repeat):
-        for kind in kinds:
-            walls[kind].append(wall_time(kind, base))
-            stops[kind].append(stop_time(kind, base))
-    shutil.rmtree(base, ignore_errors=True)
+    rows = measure(args.repeat)["rows"]
     print(
         f"runs per figure: {args.repeat}; CPUs: {os.cpu_count()}; python {sys.version.split()[0]}"
     )
     print("| launcher | wall time median (min-max) s | failure-to-all-stopped median (min-max) s |")
     print("|---|---|---|")
-    for kind in kinds:
-        w, s = walls[kind], stops[kind]
+    for r in rows:
         print(
-            f"| {kind} | {statistics.median(w):.3f} ({min(w):.3f}-{max(w):.3f}) "
-            f"| {statistics.median(s):.3f} ({min(s):.3f}-{max(s):.3f}) |"
+            f"| {r['launcher']} | {r['wallMedian']:.3f} ({r['wallMin']:.3f}-{r['wallMax']:.3f}) "
+            f"| {r['stopMedian']:.3f} ({r['stopMin']:.3f}-{r['stopMax']:.3f}) |"
         )
-    for kind in kinds[1:]:
-        overhead = statistics.median(walls[kind]) / statistics.median(walls["torchrun"]) - 1
-        print(f"{kind} wall-time overhead vs torchrun: {overhead:+.1%}")
+    for r in rows[1:]:
+        print(f"{r['launcher']} wall-time overhead vs torchrun: {r['wallOverhead']:+.1%}")
 
 
 if __name__ == "__main__":

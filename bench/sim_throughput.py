@@ -11,8 +11,27 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+from typing import Any
 
 from dispatch.sim import SimConfig, run_batch
+
+
+def measure(seeds: int, steps: int, workers: int = 1) -> dict[str, Any]:
+    """Run ``seeds`` simulations of ``steps`` steps; the figures as a dict."""
+    load_before = os.getloadavg()[0]
+    report = run_batch(range(seeds), SimConfig(steps=steps), workers=workers)
+    return {
+        "seeds": report.seeds,
+        "stepsPerSeed": steps,
+        "steps": report.steps,
+        "quietSteps": report.quiet_steps,
+        "workers": report.workers,
+        "wallSeconds": round(report.wall_seconds, 2),
+        "stepsPerSecond": round(report.steps_per_second),
+        "stepsPerCpuSecond": round(report.steps_per_cpu_second),
+        "violations": len(report.failures),
+        "load": f"{load_before:.1f} before / {os.getloadavg()[0]:.1f} after",
+    }
 
 
 def main() -> None:
@@ -21,18 +40,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
-    load_before = os.getloadavg()[0]
-    report = run_batch(range(args.seeds), SimConfig(steps=args.steps), workers=args.workers)
+    r = measure(args.seeds, args.steps, args.workers)
     print(
-        f"{report.seeds} seeds x {args.steps} steps ({report.steps} steps in all, "
-        f"{report.quiet_steps} after faults stopped), {report.workers} worker(s): "
-        f"{report.wall_seconds:.1f} s, {report.steps_per_second:,.0f} steps/s, "
-        f"{report.steps_per_cpu_second:,.0f} steps per CPU second; "
-        f"violations {len(report.failures)}"
+        f"{r['seeds']} seeds x {args.steps} steps ({r['steps']} steps in all, "
+        f"{r['quietSteps']} after faults stopped), {r['workers']} worker(s): "
+        f"{r['wallSeconds']:.1f} s, {r['stepsPerSecond']:,} steps/s, "
+        f"{r['stepsPerCpuSecond']:,} steps per CPU second; violations {r['violations']}"
     )
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"load average {load_before:.1f} before / {os.getloadavg()[0]:.1f} after"
+        f"load average {r['load']}"
     )
 
 

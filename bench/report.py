@@ -1,0 +1,242 @@
+"""bench/results.md from the results dict (bench/results.json): a table per benchmark."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _f(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_f(c) for c in row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def _head(title: str, found: dict[str, Any]) -> list[str]:
+    lines = [
+        f"## {title}",
+        "",
+        f"Took {found['seconds']} s; load average {found['loadAverage']}.",
+        "",
+    ]
+    if "skipped" in found:
+        lines += [f"**Not run:** {found['skipped']}", ""]
+    return lines
+
+
+def _scale(found: dict[str, Any]) -> list[str]:
+    lines = _head("Supervision at scale (emulator): dispatch vs Kubeflow SDK", found)
+    lines += [
+        f"Mean job lifetime asked: {found['lifetime']} real s (emulator time scale "
+        f"{found['timeScale']}x; the SDK polls every 2 real seconds, its default; dispatch's "
+        "supervisor poll interval is 5 real seconds, its watch is what reports).",
+        "",
+    ]
+    rows = []
+    for r in found["rows"]:
+        if "error" in r:
+            rows.append([r["tool"], r["jobs"], f"not finished: {r['error'][:120]}"] + [None] * 10)
+            continue
+        rows.append(
+            [
+                r["tool"],
+                r["jobs"],
+                f"{r['ended']}/{r['reported']}",
+                r["requestsPerJobMinute"],
+                r["followingPerJobMinute"],
+                r["requestsPerJob"],
+                f"{r['peakOpenWatches']} ({r['watchesStarted']} opened)",
+                r["detectP50"],
+                r["detectP99"],
+                r.get("detectP99AfterSubmission"),
+                r["cpuSeconds"],
+                r["peakRssMiB"],
+                r["wallSeconds"],
+            ]
+        )
+    lines += _table(
+        [
+            "tool", "N", "ended/reported", "requests per job-minute",
+            "following only, per job-minute", "requests per job", "open watches, peak",
+            "detect p50 s", "detect p99 s", "detect p99 s, after submission",
+            "CPU s", "peak RSS MiB", "wall s",
+        ],
+        rows,
+    )  # fmt: skip
+    lines += ["Requests by verb and resource:", ""]
+    for r in found["rows"]:
+        if "requestsByKind" in r:
+            kinds = ", ".join(f"{k} {v}" for k, v in r["requestsByKind"].items())
+            lines.append(f"- {r['tool']} N={r['jobs']}: {kinds}")
+    lines.append("")
+    for r in found["rows"]:
+        if r["tool"] == "dispatch" and "lost" in r:
+            lines.append(
+                f"- dispatch N={r['jobs']}: lost {r['lost']}, duplicated {r['duplicated']}, "
+                f"wrong final state {r['wrongState']}; {r['passes']} supervisor passes; "
+                f"submission (first to last TrainJob created) {r['submissionSeconds']} s"
+            )
+        if r["tool"] == "sdk" and "said" in r:
+            lines.append(f"- sdk N={r['jobs']}: the waiters said {r['said']}; lost {r['lost']}")
+    return [*lines, ""]
+
+
+def _causes(found: dict[str, Any]) -> list[str]:
+    lines = _head("Cause accuracy over tests/dumps: dispatch vs the SDK's status", found)
+    rows = [
+        [
+            r["dump"],
+            f"{r['expectedState']} / {r['expectedCause']}",
+            f"{r['dispatchState']} / {r['dispatchCause']}",
+            "yes" if r["dispatchCorrect"] else "**no**",
+            f"{r['eventsRemovedCause']} ({'yes' if r['eventsRemovedCorrect'] else 'no'})",
+            r["sdkStatus"],
+            "yes" if r["sdkStateCorrect"] else "no",
+        ]
+        for r in found["rows"]
+    ]
+    lines += _table(
+        ["dump", "expected state / cause", "dispatch", "dispatch correct",
+         "dispatch, Events removed", "SDK status", "SDK state right"],
+        rows,
+    )  # fmt: skip
+    n = found["dumps"]
+    lines += [
+        f"Share correct: dispatch cause {found['dispatchCorrect']}/{n}; dispatch with every "
+        f"Event removed {found['eventsRemovedCorrect']}/{n}; SDK coarse state "
+        f"{found['sdkStateCorrect']}/{n}; SDK cause {found['sdkCauseCorrect']}/{n} (it names "
+        "none, so only the success counts).",
+        "",
+    ]
+    return lines
+
+
+def _local(found: dict[str, Any]) -> list[str]:
+    lines = _head("Local scheduler vs torchrun --standalone (1 node x 4 processes)", found)
+    if "rows" in found:
+        lines += _table(
+            ["launcher", "runs", "wall median s (min-max)", "failure to all stopped, median s (min-max)", "wall vs torchrun"],
+            [
+                [
+                    r["launcher"], r["runs"],
+                    f"{r['wallMedian']:.3f} ({r['wallMin']:.3f}-{r['wallMax']:.3f})",
+                    f"{r['stopMedian']:.3f} ({r['stopMin']:.3f}-{r['stopMax']:.3f})",
+                    f"{r['wallOverhead']:+.1%}",
+                ]
+                for r in found["rows"]
+            ],
+        )  # fmt: skip
+    return lines
+
+
+def _slurm(found: dict[str, Any]) -> list[str]:
+    lines = _head("Slurm adapter vs sbatch + squeue by hand (real 2-node Slurm)", found)
+    if "rows" in found:
+        lines += _table(
+            ["tool", "runs", "poll s", "submit median s (min-max)", "notice end median s (min-max)"],
+            [
+                [
+                    r["tool"], r["runs"], r["poll"],
+                    f"{r['submitMedian']:.3f} ({r['submitMin']:.3f}-{r['submitMax']:.3f})",
+                    f"{r['noticeMedian']:.3f} ({r['noticeMin']:.3f}-{r['noticeMax']:.3f})",
+                ]
+                for r in found["rows"]
+            ],
+        )  # fmt: skip
+    return lines
+
+
+def _sim_row(s: dict[str, Any]) -> list[Any]:
+    return [
+        f"{s['seeds']} x {s['stepsPerSeed']}", s["steps"], s["violations"], s["wallSeconds"],
+        s["stepsPerSecond"], s["stepsPerCpuSecond"], s["load"],
+    ]  # fmt: skip
+
+
+SIM_HEADER = [
+    "seeds x steps",
+    "steps run",
+    "invariant violations",
+    "wall s",
+    "steps/s",
+    "steps per CPU s",
+    "load",
+]
+
+
+def _reliability(found: dict[str, Any]) -> list[str]:
+    lines = _head("Reliability", found)
+    lines += ["Simulator (real fold/next/records/supervisor, memory adapter, seeded faults):", ""]
+    lines += _table(SIM_HEADER, [_sim_row(found["sim"])])
+    lines += ["Emulator with injected faults (dispatch supervisor + Kubeflow adapter):", ""]
+    lines += _table(
+        ["run", "jobs", "ended", "lost", "duplicated", "wrong final state", "TrainJobs", "faults injected", "error"],
+        [
+            [r["run"], r["jobs"], r["ended"], r["lost"], r["duplicated"], r["wrongState"],
+             r["trainJobs"], r["faultsInjected"], r["error"]]
+            for r in found["faults"]
+        ],
+    )  # fmt: skip
+    z = found["fuzz"]
+    lines += ["Fuzzing (hypothesis, derandomized):", ""]
+    lines += _table(
+        ["target", "tried", "accepted", "crashes"],
+        [
+            ["parse_spec (InvalidSpec is not a crash)", z["specs"], z["specsAccepted"], z["crashes"]],
+            ["check_runtime", z["runtimes"], z["runtimesAccepted"], z["crashes"]],
+        ],
+    )  # fmt: skip
+    if z["crashSamples"]:
+        lines += ["Crashes: " + "; ".join(z["crashSamples"]), ""]
+    return lines
+
+
+def _sim(found: dict[str, Any]) -> list[str]:
+    return _head("Simulator throughput", found) + _table(SIM_HEADER, [_sim_row(found)])
+
+
+def _emulator(found: dict[str, Any]) -> list[str]:
+    return _head("Emulator throughput (TrainJobs through every controller)", found) + _table(
+        ["TrainJobs", "seconds", "jobs/s"],
+        [[found["jobs"], found["seconds"], found["jobsPerSecond"]]],
+    )
+
+
+SECTIONS = {
+    "scale": _scale,
+    "causes": _causes,
+    "local": _local,
+    "slurm": _slurm,
+    "reliability": _reliability,
+    "sim": _sim,
+    "emulator": _emulator,
+}
+
+
+def render(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    lines = [
+        "# Benchmark results",
+        "",
+        "Generated by `bench/run.py` (do not edit by hand; the analysis lives in bench/README.md).",
+        "",
+        "```sh",
+        results["command"],
+        "```",
+        "",
+        f"- date: {m['date']}",
+        f"- machine: {m['cpu']}, {m['cores']} cores, {m['memoryGiB']} GiB, {m['os']}, {m['python']}",
+        f"- load average at start (1, 5, 15 min): {m['loadAverageAtStart']}",
+        "",
+    ]
+    for name, render_section in SECTIONS.items():
+        if name in results:
+            lines += render_section(results[name])
+    return "\n".join(lines).rstrip() + "\n"

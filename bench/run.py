@@ -1,0 +1,144 @@
+"""Run every benchmark and write bench/results.md and bench/results.json.
+
+    python bench/run.py                 # the default sizes (tens of minutes on 2 cores)
+    python bench/run.py --quick         # the smallest size of each (CI; a few minutes)
+    python bench/run.py --only scale causes --scale-jobs 100 1000
+    python -m bench ...                 # the same
+
+Benchmarks (``--only`` names): ``scale`` (supervision at scale on the emulator, dispatch
+against the Kubeflow SDK), ``causes`` (cause accuracy over tests/dumps), ``local`` (local
+scheduler against torchrun --standalone; needs torch), ``slurm`` (Slurm adapter against
+sbatch + squeue; needs Slurm and root), ``reliability`` (simulator, emulator faults, fuzzing),
+``sim`` (simulator throughput), ``emulator`` (emulator throughput). A benchmark whose
+requirement is missing is recorded as skipped, with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import machine, report
+
+ROOT = Path(__file__).resolve().parents[1]
+ALL = ("scale", "causes", "local", "slurm", "reliability", "sim", "emulator")
+
+#: sizes: (quick, default)
+SIZES: dict[str, tuple[Any, Any]] = {
+    "scaleJobs": ([10], [100, 1000]),
+    "lifetime": (6.0, 60.0),
+    "localRepeat": (1, 5),
+    "slurmRepeat": (1, 5),
+    "simSeeds": (10, 200),
+    "simSteps": (100, 300),
+    "faultJobs": (10, 50),
+    "faultLifetime": (6.0, 15.0),
+    "fuzzExamples": (100, 1000),
+    "emulatorJobs": (50, 1000),
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the smallest size of each")
+    parser.add_argument("--only", nargs="+", choices=ALL, default=list(ALL))
+    parser.add_argument("--scale-jobs", type=int, nargs="+", help="N for the scale benchmark")
+    parser.add_argument("--scale-tools", nargs="+", default=["dispatch", "sdk"])
+    parser.add_argument("--lifetime", type=float, help="mean real seconds a scale job lives")
+    parser.add_argument("--local-repeat", type=int, help="rounds of the torchrun benchmark")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench", help="folder for results")
+    return parser.parse_args(argv)
+
+
+def size(args: argparse.Namespace, key: str) -> Any:
+    return SIZES[key][0 if args.quick else 1]
+
+
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def run_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    if name == "scale":
+        from bench import scale
+
+        jobs = args.scale_jobs or size(args, "scaleJobs")
+        lifetime = args.lifetime or size(args, "lifetime")
+        return {
+            "lifetime": lifetime,
+            "timeScale": 10.0,
+            "rows": scale.run(jobs, lifetime, 10.0, args.scale_tools),
+        }
+    if name == "causes":
+        from bench import causes
+
+        return causes.run()
+    if name == "local":
+        if not _has("torch"):
+            return {"skipped": "torch is not installed (pip install -e '.[torch]')"}
+        from bench import local_vs_torchrun
+
+        return local_vs_torchrun.measure(args.local_repeat or size(args, "localRepeat"))
+    if name == "slurm":
+        from bench import slurm_vs_sbatch
+
+        return slurm_vs_sbatch.run(size(args, "slurmRepeat"), 1.0)
+    if name == "reliability":
+        from bench import reliability
+
+        return reliability.run(
+            size(args, "simSeeds"),
+            size(args, "simSteps"),
+            size(args, "faultJobs"),
+            size(args, "faultLifetime"),
+            size(args, "fuzzExamples"),
+            quick=args.quick,
+        )
+    if name == "sim":
+        from bench import sim_throughput
+
+        return sim_throughput.measure(size(args, "simSeeds"), size(args, "simSteps"), workers=1)
+    if name == "emulator":
+        import asyncio
+
+        from bench import emulator_throughput
+
+        jobs = size(args, "emulatorJobs")
+        seconds = asyncio.run(emulator_throughput.run(jobs, 10, 100.0))
+        return {
+            "jobs": jobs,
+            "seconds": round(seconds, 1),
+            "jobsPerSecond": round(jobs / seconds, 1),
+        }
+    raise ValueError(name)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    command = "python bench/run.py " + shlex.join(sys.argv[1:] if argv is None else argv)
+    results: dict[str, Any] = {"command": command.strip(), "machine": machine.describe()}
+    for name in args.only:
+        began, load_before = time.time(), machine.load()
+        print(f"[bench] {name} ...", file=sys.stderr, flush=True)
+        found = run_one(name, args)
+        found["seconds"] = round(time.time() - began, 1)
+        found["loadAverage"] = f"{load_before} at start; {machine.load()} at end"
+        results[name] = found
+        print(f"[bench] {name} done in {found['seconds']} s", file=sys.stderr, flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    (args.out / "results.md").write_text(report.render(results))
+    print(f"[bench] wrote {args.out / 'results.md'} and results.json", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
