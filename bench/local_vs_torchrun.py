@@ -90,7 +90,7 @@ def launch(kind: str, workdir: Path, fail: bool) -> subprocess.Popen[bytes]:
     env = {**os.environ, "BENCH_OUT": str(workdir), "BENCH_FAIL": "1" if fail else "0"}
     env["TMPDIR"] = str(workdir)
     if kind == "torchrun":
-        argv = ["torchrun", "--standalone", "--nproc-per-node", "4", "trivial.py"]
+        argv = [torchrun(), "--standalone", "--nproc-per-node", "4", "trivial.py"]
     else:
         state = str(workdir / "state")
         mode = "torchrun" if kind == "dispatch+torchrun" else "per-rank"
@@ -106,6 +106,12 @@ def launch(kind: str, workdir: Path, fail: bool) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         argv, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
+
+
+def torchrun() -> str:
+    """torchrun of this interpreter's environment (its folder need not be on PATH)."""
+    beside = Path(sys.executable).parent / "torchrun"
+    return str(beside) if beside.exists() else "torchrun"
 
 
 def fresh_dir(base: Path, name: str) -> Path:
