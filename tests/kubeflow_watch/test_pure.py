@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from dispatch.adapters.kubeflow.attribution import Attribution
-from dispatch.adapters.kubeflow.causes_evidence import object_evidence
+from dispatch.adapters.kubeflow.causes import Inputs, diagnose
+from dispatch.adapters.kubeflow.causes_evidence import EvidenceSet, object_evidence
 from dispatch.adapters.kubeflow.verdict import Verdicts
 from dispatch.model import Cause, State
 
@@ -60,9 +62,9 @@ def jobset(uid: str, rv: str) -> dict[str, Any]:
 def test_a_terminal_outcome_waits_for_the_streams_then_stays_final() -> None:
     verdicts = Verdicts(patience=600.0)
     records = [object_evidence(trainjob(), 1.0), object_evidence(_failed_pod("7"), 2.0)]
-    behind = verdicts.judge("tj", records, 20.0, position=7, caught_up=lambda v: False)
+    behind = verdicts.judge("tj", records, 20.0, position=7, caught_up=lambda v, since: False)
     assert behind is None and verdicts.pending("tj")  # not reported before the streams catch up
-    final = verdicts.judge("tj", records, 21.0, position=9, caught_up=lambda v: v <= 8)
+    final = verdicts.judge("tj", records, 21.0, position=9, caught_up=lambda v, since: v <= 8)
     assert final is not None and (final.state, final.cause) == (State.FAILED, Cause.APP_ERROR)
     assert final.first_failure is not None and final.first_failure.rank == 1
     later = [*records, object_evidence({**trainjob(), "metadata": meta("tj", uid="u1",
@@ -102,3 +104,33 @@ def test_an_attempt_ended_while_its_trainjob_is_suspended_is_retired() -> None:
     assert outcome is not None and outcome.cause is Cause.NO_CAPACITY
     why = verdicts.must_retire("tj", queued)
     assert why is not None and "no_capacity" in why
+
+
+def test_a_waiting_attempt_is_judged_again_at_its_patience_not_on_every_change() -> None:
+    verdicts = Verdicts(patience=600.0)
+    created = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+    records = [object_evidence(trainjob(), created + 1.0)]
+    diagnosis = diagnose(EvidenceSet.from_evidence(records), Inputs(now=created + 5.0))
+    assert diagnosis.changes_at == created + 600.0  # no pod yet: start_failure at the patience
+    waiting = verdicts.judge(
+        "tj", records, created + 5.0, position=1, caught_up=lambda v, since: True
+    )
+    assert waiting is not None and not waiting.is_terminal
+    # nothing new about it and the patience not reached: no reason to judge it again
+    assert not verdicts.pending("tj", created + 300.0)
+    assert verdicts.pending("tj", created + 600.0)
+    late = verdicts.judge(
+        "tj", records, created + 601.0, position=1, caught_up=lambda v, since: True
+    )
+    assert late is not None and (late.state, late.cause) == (State.FAILED, Cause.START_FAILURE)
+
+
+def test_a_running_attempt_does_not_change_with_time_alone() -> None:
+    started = {"phase": "Running", "startTime": T0,
+               "containerStatuses": [{"name": "node", "state": {"running": {"startedAt": T0}}}]}  # fmt: skip
+    records = [object_evidence(trainjob(), 1.0), object_evidence(pod("tj-node-0-0-a", 0, "4", **started), 2.0)]  # fmt: skip
+    diagnosis = diagnose(EvidenceSet.from_evidence(records), Inputs(now=10_000_000_000.0))
+    assert diagnosis.outcome.state is State.RUNNING and diagnosis.changes_at is None
+    verdicts = Verdicts(patience=600.0)
+    assert verdicts.judge("tj", records, 50.0) == diagnosis.outcome
+    assert not verdicts.pending("tj", 10_000_000_000.0)

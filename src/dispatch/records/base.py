@@ -165,6 +165,11 @@ class Records(Protocol):
 
     def log(self, job_id: str) -> list[LogEntry]: ...
 
+    def logged_after(self, seq: int) -> tuple[set[str], int]:
+        """The jobs with a log entry newer than ``seq`` (entries are numbered across all jobs),
+        and the newest entry's number (``seq`` when there is none)."""
+        ...
+
     # intents
     def open_intent(
         self,

@@ -378,6 +378,10 @@ class SqliteRecords:
         with self._write() as db:
             return self._append_log(db, job_id, kind, data)
 
+    def logged_after(self, seq: int) -> tuple[set[str], int]:
+        rows = self._db.execute("SELECT job_id, seq FROM log WHERE seq > ?", (seq,)).fetchall()
+        return {r["job_id"] for r in rows}, max((r["seq"] for r in rows), default=seq)
+
     def log(self, job_id: str) -> list[LogEntry]:
         rows = self._db.execute("SELECT * FROM log WHERE job_id = ? ORDER BY seq", (job_id,))
         return [self._cached(self._log_entries, r["seq"], partial(self._entry, r)) for r in rows]

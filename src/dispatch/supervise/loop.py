@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Collection
 from dataclasses import replace
 
 from dispatch.adapters.base import Adapter
@@ -44,6 +45,8 @@ START, CANCEL = "start", "cancel"
 #: decisions carried out per job per pass at most (observe -> finish needs two)
 MAX_DECISIONS_PER_TICK = 4
 _QUIET = (DecisionKind.WAIT, DecisionKind.NOTHING)
+#: seconds between refreshes of the watched attempts while a long pass of ``run`` goes on
+FOLLOW_EVERY = 1.0
 
 
 class Supervisor:
@@ -73,6 +76,12 @@ class Supervisor:
         self._reconciled = False
         self._seeded: set[tuple[str, int]] = set()
         self.watcher = Watcher(self.adapter)
+        # what ``run`` needs between full passes: see ``_due``
+        self._known: set[str] = set()
+        self._waits: dict[str, float] = {}
+        self._retry: set[str] = set()
+        self._log_seq = 0
+        self._followed_at: float | None = None
 
     def adapter(self, cluster: str) -> Adapter:
         if cluster not in self._adapters:
@@ -131,11 +140,35 @@ class Supervisor:
 
     # --- one pass -------------------------------------------------------------------------
 
-    async def step(self) -> StepReport:
-        """One pass: reconcile (first pass only), then one tick for every open job."""
+    async def step(self, only: Collection[str] | None = None) -> StepReport:
+        """One pass: reconcile (first pass only), then one tick for every open job (with
+        ``only``: for the open jobs among those, and any job created since the last pass)."""
+        return await self._pass(only, watched=False)
+
+    async def _pass(self, only: Collection[str] | None, *, watched: bool) -> StepReport:
+        """``step``; ``watched`` (``run``): meanwhile new attempts are watched (every
+        ``FOLLOW_EVERY`` s) and the jobs a stream reported on are ticked at once, each once."""
         reconciled = [] if self._reconciled else await self.reconcile()
-        jobs = sorted(self.records.list_jobs(open_only=True), key=lambda r: r.job.created_at)
-        reports = [await self.tick(record.id) for record in jobs]
+        records = self.records.list_jobs(open_only=True)
+        new = {r.id for r in records} - self._known
+        self._known = {r.id for r in records}
+        self._waits = {j: until for j, until in self._waits.items() if j in self._known}
+        self._retry &= self._known
+        chosen = [r for r in records if only is None or r.id in only or r.id in new]
+        reports: list[JobReport] = []
+        interleaved: set[str] = set()
+        for record in sorted(chosen, key=lambda r: r.job.created_at):
+            if record.id in interleaved:
+                continue
+            reports.append(await self.tick(record.id))
+            if not watched:
+                continue
+            if self._followed_at is None or self.clock.now() - self._followed_at >= FOLLOW_EVERY:
+                self._follow()
+            for job_id in self.watcher.ready_jobs():
+                if job_id not in interleaved and job_id in self._known:
+                    interleaved.add(job_id)
+                    reports.append(await self.tick(job_id))
         return StepReport(
             owner=self.owner, at=self.clock.now(), jobs=tuple(reports), reconciled=tuple(reconciled)
         )
@@ -371,20 +404,58 @@ class Supervisor:
         on_step: Callable[[StepReport], None] | None = None,
         until_idle: bool = False,
     ) -> None:
-        """Supervise until ``stop`` is set (or, with ``until_idle``, no job is open): a pass,
-        then wait for a watched change or the poll interval. Live attempts are watched (one
-        stream per cluster), not polled per job. ``on_step`` sees every pass's report."""
+        """Supervise until ``stop`` is set (or, with ``until_idle``, no job is open).
+
+        Live attempts are watched (one stream per cluster, opened before the first pass and
+        refreshed during long passes), not polled per job. Every ``poll_interval`` a pass
+        ticks every open job; in between, a pass wakes on what a stream reports and ticks only
+        the jobs that need it (``_due``). ``on_step`` sees every pass's report."""
         try:
+            _, self._log_seq = self.records.logged_after(self._log_seq)
+            self._follow()
+            full_at = -math.inf
             while not stop.is_set():
-                report = await self.step()
+                now = self.clock.now()
+                full = now - full_at >= self.poll_interval
+                if full:
+                    full_at = now
+                report = await self._pass(None if full else self._due(now), watched=True)
+                self._remember(report)
                 if on_step is not None:
                     on_step(report)
                 if until_idle and not self.records.list_jobs(open_only=True):
                     return
-                self.watcher.follow(self._live_handles())
-                await self._pause(stop)
+                self._follow()
+                now = self.clock.now()
+                waits = [until for until in self._waits.values() if until > now]
+                await self._pause(stop, min([full_at + self.poll_interval, *waits]) - now)
         finally:
             await self.watcher.close()
+
+    def _due(self, now: float) -> set[str]:
+        """Jobs to tick between full passes: reported on by a stream, with a new log entry
+        (a cancel or release asked from elsewhere, or a step of ours), a wait that ended, or
+        a transient failure to retry. (Jobs created since the last pass are added by
+        ``_pass``.)"""
+        logged, self._log_seq = self.records.logged_after(self._log_seq)
+        waited = {job_id for job_id, until in self._waits.items() if until <= now}
+        return logged | waited | self._retry | set(self.watcher.ready_jobs())
+
+    def _remember(self, report: StepReport) -> None:
+        for job in report.jobs:
+            last = job.last
+            if last is not None and last.kind is DecisionKind.WAIT and last.until is not None:
+                self._waits[job.job_id] = last.until
+            else:
+                self._waits.pop(job.job_id, None)
+            if job.retry:
+                self._retry.add(job.job_id)
+            else:
+                self._retry.discard(job.job_id)
+
+    def _follow(self) -> None:
+        self.watcher.follow(self._live_handles())
+        self._followed_at = self.clock.now()
 
     def _live_handles(self) -> list[AttemptHandle]:
         handles: list[AttemptHandle] = []
@@ -394,9 +465,9 @@ class Supervisor:
                 handles.append(attempts[-1].handle)
         return handles
 
-    async def _pause(self, stop: asyncio.Event) -> None:
+    async def _pause(self, stop: asyncio.Event, seconds: float) -> None:
         waiters = {
-            asyncio.ensure_future(self.clock.sleep(self.poll_interval)),
+            asyncio.ensure_future(self.clock.sleep(max(0.0, seconds))),
             asyncio.ensure_future(stop.wait()),
             asyncio.ensure_future(self.watcher.changed.wait()),
         }

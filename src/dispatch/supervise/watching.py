@@ -77,6 +77,10 @@ class Watcher:
         keys = self._following.get(handle.cluster, frozenset())
         return task is not None and not task.done() and _key(handle) in keys
 
+    def ready_jobs(self) -> list[str]:
+        """The jobs with an observation delivered and not taken yet."""
+        return sorted({key[0] for key in self._latest})
+
     def take(self, handle: AttemptHandle) -> Observation | None:
         """The newest observation the stream delivered for this attempt, once, carrying the
         evidence of every observation delivered since the last take."""

@@ -288,10 +288,12 @@ class KubeflowAdapter:
         return self._capture
 
     async def aclose(self) -> None:
-        """Stop the evidence streams (they also end with their event loop)."""
+        """Stop the evidence streams and close this loop's API client (both also end with
+        their event loop)."""
         if self._capture is not None:
             await self._capture.close()
             self._capture = None
+        await self.connection.aclose()
 
     def seed_evidence(self, handle: AttemptHandle, evidence: Sequence[Evidence]) -> None:
         """Evidence recorded for this attempt before (the records store): the cluster may have

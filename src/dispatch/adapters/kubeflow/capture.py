@@ -16,9 +16,11 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
 * Records are de-duplicated by key (kind, object, resourceVersion, deleted), so a re-list
   files nothing twice. ``take(ref)`` hands out the records filed since the last take;
   ``records(ref)`` every record kept (the attempt's whole evidence, seeded ones included).
-* ``position()``/``caught_up(v)``: how far the streams got, so a judgement can wait until
-  every kind has delivered what happened before it (streams of different kinds lag
-  differently; bookmarks move quiet ones forward).
+* ``position()``/``caught_up(v, since)``: how far the streams got, so a judgement can wait
+  until every kind has delivered what happened before it (streams of different kinds lag
+  differently). A stream is caught up with ``v`` once it delivered ``v`` or later, or, when
+  it is open and has delivered nothing at all for ``QUIET`` seconds since ``since``: a quiet
+  stream has nothing to deliver, and its bookmarks come only about once a minute.
 * ``synced`` is set once every stream has made its first list (or was skipped), so a first
   judgement is not made on half the evidence. ``changed`` is set whenever a record is filed.
 """
@@ -43,6 +45,9 @@ from dispatch.model import Evidence, Forbidden, NotFound, TransientError
 WATCH_SECONDS = 300
 #: first and longest pause (real seconds) after a failed list or watch
 BACKOFF = (0.2, 5.0)
+#: seconds without any delivery after which an open stream counts as caught up (a healthy API
+#: server delivers watch events within milliseconds)
+QUIET = 0.5
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -79,6 +84,8 @@ class Capture:
         self._opened: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._versions: dict[tuple[str, str | None], int | None] = {}  # per live stream
+        self._open: set[tuple[str, str | None]] = set()  # streams whose watch is open
+        self._delivered: dict[tuple[str, str | None], float] = {}  # last delivery, per stream
 
     # --- records ----------------------------------------------------------------------------
 
@@ -205,6 +212,7 @@ class Capture:
                         version = self._listed(listing, known)
                         self._advance(stream, version)
                         self._mark_synced(synced)
+                    self._open.add(stream)
                     async for event in watch_raw(
                         session,
                         res,
@@ -233,21 +241,25 @@ class Capture:
                         self._advance(stream, version)
                     pause = BACKOFF[0]  # the server ended the stream: resume from ``version``
                 except Gone:
+                    self._open.discard(stream)
                     version = None
                 except (NotFound, Forbidden) as exc:
                     self._note(f"{kind.name}: not followed ({exc})")
                     self._versions.pop(stream, None)
                     return
                 except TransientError as exc:
+                    self._open.discard(stream)
                     # resume from the last version seen: a re-list would miss what was
                     # created and deleted meanwhile; a version too old answers 410 (re-list)
                     self._note(f"{kind.name}: {exc}; again in {pause:.1f}s")
                     await self.sleep(pause)
                     pause = min(pause * 2, BACKOFF[1])
         finally:
+            self._open.discard(stream)
             self._mark_synced(synced)
 
     def _advance(self, stream: tuple[str, str | None], version: str) -> None:
+        self._delivered[stream] = self.clock.now()
         number = int(version) if version.isdigit() else None
         before = self._versions.get(stream)
         if number is not None and (before is None or number > before):
@@ -258,10 +270,18 @@ class Capture:
         known = [v for v in self._versions.values() if v is not None]
         return max(known) if known else None
 
-    def caught_up(self, position: int) -> bool:
+    def caught_up(self, position: int, since: float | None = None) -> bool:
         """Every stream has delivered everything up to ``position`` (resourceVersions are
-        etcd revisions in practice: one counter for all kinds; opaque ones never compare)."""
-        return all(v is not None and v >= position for v in self._versions.values())
+        etcd revisions in practice: one counter for all kinds; opaque ones never compare), or
+        is open and has been quiet for ``QUIET`` seconds since ``since`` (None: never)."""
+        for stream, version in self._versions.items():
+            if version is not None and version >= position:
+                continue
+            if since is None or self.clock.now() - since < QUIET or stream not in self._open:
+                return False
+            if self._delivered.get(stream, 0.0) >= since:
+                return False  # still delivering what came before ``position``
+        return True
 
     def _listed(self, listing: Mapping[str, Any], known: dict[str, Mapping[str, Any]]) -> str:
         """File a list's objects, and as deleted those known before and now absent."""

@@ -87,10 +87,14 @@ class Inputs:
 
 @dataclass(frozen=True, slots=True)
 class Diagnosis:
-    """The TrainJob judged and its outcome."""
+    """The TrainJob judged and its outcome.
+
+    ``changes_at``: the earliest time at which the same evidence may give another outcome (a
+    wait reaching the patience), or None when only new evidence can change it."""
 
     trainjob: str | None
     outcome: Outcome
+    changes_at: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ``dispatch diagnose --output json`` object (spec section 4)."""
@@ -115,7 +119,8 @@ def diagnose(evidence: EvidenceSet, inputs: Inputs | None = None) -> Diagnosis:
     if inputs.trainjob is not None:
         evidence = evidence.scoped(inputs.trainjob)
     facts = gather(evidence)
-    return Diagnosis(facts.trainjob or inputs.trainjob, decide(facts, inputs))
+    changes_at = _next_deadline(facts, inputs)
+    return Diagnosis(facts.trainjob or inputs.trainjob, decide(facts, inputs), changes_at)
 
 
 def derive_outcome(evidence: EvidenceSet, inputs: Inputs | None = None) -> Outcome:
@@ -258,6 +263,20 @@ def _overdue(facts: Facts, now: float | None, patience: float, started: float | 
         at = wait.since + patience
         found.append(Fact(wait.cause, at, summary, wait.proofs, wait.rank, wait.pod))
     return found
+
+
+def _next_deadline(facts: Facts, inputs: Inputs) -> float | None:
+    """When the first ongoing wait still under the patience reaches it (see ``_overdue``)."""
+    now = inputs.now if inputs.now is not None else facts.latest
+    waits = list(facts.waits)
+    if facts.first_start() is None and not facts.pods_seen:
+        waits += _pod_waits(facts, now)
+    due = [
+        w.since + inputs.patience
+        for w in waits
+        if w.ongoing and (now is None or now - w.since < inputs.patience)
+    ]
+    return min(due, default=None)
 
 
 def _pod_waits(facts: Facts, now: float | None) -> list[Wait]:

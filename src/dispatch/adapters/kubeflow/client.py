@@ -1,8 +1,10 @@
 """The adapter's only door to the Kubernetes API: raw JSON objects over ``kubernetes_asyncio``.
 
 ``Connection`` resolves a cluster's kubeconfig, context and namespace once; ``session()``
-opens an ``ApiClient`` for the running event loop (the CLI and the sync facade run one loop
-per call, so a client is never shared across loops) and closes it afterwards. ``Session``
+gives the one ``ApiClient`` of the running event loop (made on first use, then reused: its
+SSL context and pooled connections are built once, not per call; a client is never shared
+across loops). That client is closed by ``Connection.aclose`` or, at the latest, when its loop
+ends (``asyncio.run`` and ``asyncio.Runner`` cancel what is left on the loop). ``Session``
 offers the few operations the adapter needs, on plain dicts (the runtime copy must stay
 lossless, so typed models are not used for Trainer objects). Every failure leaves as a
 ``DispatchError`` (``errors.translate``); a 404 on a read is ``None``, not an error.
@@ -10,8 +12,10 @@ lossless, so typed models are not used for Trainer objects). Every failure leave
 
 from __future__ import annotations
 
-import json
+import asyncio
+import contextlib
 import os
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -23,7 +27,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config.config_exception import ConfigException
 
 from dispatch.adapters.kubeflow.errors import API_FAILURES, translate
-from dispatch.model import ConfigError, NotFound, SchedulerUnavailable, TransientError
+from dispatch.model import ConfigError, NotFound, TransientError
 
 JsonObj = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
@@ -121,6 +125,12 @@ class Connection:
         self.context = context
         self.request_timeout = request_timeout
         self._configuration: client.Configuration | None = None
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, client.ApiClient] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._keepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     async def configuration(self) -> client.Configuration:
         if self._configuration is None:
@@ -144,12 +154,38 @@ class Connection:
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[Session]:
-        """An API session on the running event loop, closed on exit."""
-        api = client.ApiClient(await self.configuration())
+        """An API session over the running event loop's shared client."""
+        yield Session(await self._client(), self.request_timeout)
+
+    async def _client(self) -> client.ApiClient:
+        loop = asyncio.get_running_loop()
+        api = self._clients.get(loop)
+        if api is None:
+            api = client.ApiClient(await self.configuration())
+            self._clients[loop] = api
+            keeper = loop.create_task(self._close_at_loop_end(loop, api))
+            self._keepers[loop] = keeper
+        return api
+
+    async def _close_at_loop_end(
+        self, loop: asyncio.AbstractEventLoop, api: client.ApiClient
+    ) -> None:
+        """Wait until cancelled (``aclose``, or the end of the loop), then close ``api``."""
         try:
-            yield Session(api, self.request_timeout)
+            await asyncio.Event().wait()
         finally:
+            if self._clients.get(loop) is api:
+                del self._clients[loop]
+            self._keepers.pop(loop, None)
             await api.close()
+
+    async def aclose(self) -> None:
+        """Close the running loop's client (the next ``session()`` makes a new one)."""
+        keeper = self._keepers.get(asyncio.get_running_loop())
+        if keeper is not None:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
 
 
 class Session:
@@ -239,75 +275,6 @@ class Session:
                 return False
             raise error from None
         return True
-
-    async def list_objects(
-        self, res: Resource, namespace: str, *, label_selector: str = ""
-    ) -> JsonObj:
-        try:
-            found = await self.custom.list_namespaced_custom_object(
-                res.group,
-                res.version,
-                namespace,
-                res.plural,
-                label_selector=label_selector,
-                _request_timeout=self.timeout,
-            )
-        except API_FAILURES as exc:
-            raise translate(exc, f"list {res.plural} in {namespace}") from None
-        return dict(found)
-
-    async def watch(
-        self,
-        res: Resource,
-        namespace: str,
-        *,
-        label_selector: str,
-        resource_version: str,
-        timeout_seconds: int = 300,
-    ) -> AsyncIterator[JsonObj]:
-        """Watch events (``{"type", "object"}``) from ``resource_version`` until the server
-        ends the stream; ``Gone`` when that version is too old (list again)."""
-        what = f"watch {res.plural} in {namespace}"
-        try:
-            response = await self.custom.list_namespaced_custom_object(
-                res.group,
-                res.version,
-                namespace,
-                res.plural,
-                label_selector=label_selector,
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=timeout_seconds,
-                watch=True,
-                _preload_content=False,
-                _request_timeout=timeout_seconds + self.timeout,
-            )
-        except API_FAILURES as exc:
-            raise translate(exc, what) from None
-        try:
-            if response.status != 200:
-                raise SchedulerUnavailable(f"cannot {what}: HTTP {response.status}")
-            while True:
-                try:
-                    line = await response.content.readline()
-                except API_FAILURES as exc:
-                    raise translate(exc, what) from None
-                if not line:
-                    return
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    raise SchedulerUnavailable(f"cannot {what}: unreadable event") from None
-                if not isinstance(event, dict):
-                    continue
-                if event.get("type") == "ERROR":
-                    status = event.get("object") or {}
-                    if isinstance(status, dict) and status.get("code") == 410:
-                        raise Gone(f"{what}: resourceVersion {resource_version} is too old")
-                    raise SchedulerUnavailable(f"cannot {what}: {status}")
-                yield event
-        finally:
-            response.release()
 
     # --- discovery, core objects, access reviews -------------------------------------------
 

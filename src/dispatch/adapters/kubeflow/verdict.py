@@ -6,7 +6,7 @@
   code or the TrainJob's ``Failed`` can arrive before the Pod, Node or Workload change that
   explains it. A terminal outcome is therefore reported only once every stream has caught up
   with the position (resourceVersion) the capture had reached when that outcome first
-  appeared (``caught_up``), or, as a fallback when streams cannot be compared or one stays
+  appeared, or fell quiet since (``caught_up``), or, as a fallback when streams cannot be compared or one stays
   down, once it has been the outcome for ``settle`` seconds; until then the attempt keeps its
   previous report.
 * **A terminal attempt stays terminal.** The first terminal outcome reported is final for the
@@ -55,6 +55,12 @@ class Standing:
     jobset_uids: frozenset[str] = frozenset()
     rerun: Evidence | None = None
     retired: bool = False
+    #: the last judgement: (records judged, cancelled by) and its outcome; ``changes_at`` is
+    #: when that outcome may change with time alone (``Diagnosis.changes_at``)
+    judged: tuple[tuple[int, str | None], Outcome] | None = None
+    changes_at: float | None = None
+    #: records already searched for a re-run (after the final outcome)
+    searched: int = 0
 
 
 @dataclass
@@ -75,7 +81,7 @@ class Verdicts:
         cancelled_by: str | None = None,
         settled: bool = False,
         position: int | None = None,
-        caught_up: Callable[[int], bool] | None = None,
+        caught_up: Callable[[int, float], bool] | None = None,
     ) -> Outcome | None:
         """The outcome to report for TrainJob ``name`` given every record kept for it, or
         None while a terminal outcome settles (keep reporting what was reported before).
@@ -84,39 +90,74 @@ class Verdicts:
         lists, so nothing explaining is still on its way). ``position``/``caught_up``: the
         capture's progress (see the module docstring)."""
         standing = self.standings.setdefault(name, Standing())
-        evidence = EvidenceSet.from_evidence(records)
-        inputs = Inputs(
-            patience=self.patience,
-            now=now,
-            restarts_allowed=self.restarts_allowed,
-            cancelled_by=cancelled_by,
-            trainjob=name,
-        )
-        outcome = diagnose(evidence, inputs).outcome
-        uids = _jobset_uids(evidence, name)
         if standing.final is not None:
-            new = uids - standing.jobset_uids
-            if new and standing.rerun is None:
-                standing.rerun = _rerun_evidence(name, sorted(new), now)
+            self._look_for_rerun(standing, name, records, now, everything=settled)
             return standing.final
+        # Judgements over the capture's records (which only grow) are remembered: the same
+        # records give the same outcome until ``changes_at``. One-shot lists are always judged.
+        key = (len(records), cancelled_by)
+        due = standing.changes_at is not None and now >= standing.changes_at
+        if not settled and standing.judged is not None and standing.judged[0] == key and not due:
+            outcome = standing.judged[1]
+        else:
+            inputs = Inputs(
+                patience=self.patience,
+                now=now,
+                restarts_allowed=self.restarts_allowed,
+                cancelled_by=cancelled_by,
+                trainjob=name,
+            )
+            diagnosis = diagnose(EvidenceSet.from_evidence(records), inputs)
+            outcome = diagnosis.outcome
+            if not settled:
+                standing.judged, standing.changes_at = (key, outcome), diagnosis.changes_at
         if not outcome.is_terminal:
             standing.terminal_since = standing.terminal_at = None
             return outcome
         if standing.terminal_since is None:
             standing.terminal_since, standing.terminal_at = now, position
         target = standing.terminal_at
-        streams_done = target is not None and caught_up is not None and caught_up(target)
+        since = standing.terminal_since
+        streams_done = target is not None and caught_up is not None and caught_up(target, since)
         if settled or streams_done or now - standing.terminal_since >= self.settle:
             standing.final = outcome
-            standing.jobset_uids = uids
+            standing.jobset_uids = _jobset_uids(EvidenceSet.from_evidence(records), name)
+            standing.searched = 0 if settled else len(records)
             return outcome
         return None
 
-    def pending(self, name: str) -> bool:
-        """A terminal outcome waits to settle, or the attempt waits for placement (its
-        outcome can change with time alone)."""
+    def _look_for_rerun(
+        self,
+        standing: Standing,
+        name: str,
+        records: Sequence[Evidence],
+        now: float,
+        *,
+        everything: bool,
+    ) -> None:
+        """After the final outcome only a re-run matters: a JobSet not seen before, in the
+        capture's records filed since the last look (``everything``: in all of a one-shot
+        list)."""
+        start = 0 if everything else standing.searched
+        if len(records) <= start:
+            return
+        fresh = EvidenceSet.from_evidence(records[start:])
+        if not everything:
+            standing.searched = len(records)
+        new = _jobset_uids(fresh, name) - standing.jobset_uids
+        if new and standing.rerun is None:
+            standing.rerun = _rerun_evidence(name, sorted(new), now)
+
+    def pending(self, name: str, now: float | None = None) -> bool:
+        """The outcome may change without new evidence about this TrainJob: a terminal
+        outcome waits to settle (on the streams' progress, or time), or a wait reaches the
+        patience (at ``now``; None: at any time)."""
         standing = self.standings.get(name)
-        return standing is not None and standing.final is None
+        if standing is None or standing.final is not None:
+            return False
+        if standing.terminal_since is not None or standing.judged is None:
+            return True
+        return standing.changes_at is not None and (now is None or now >= standing.changes_at)
 
     def must_retire(self, name: str, trainjob: Mapping[str, Any] | None) -> str | None:
         """Why the TrainJob must be deleted now, or None (see the module docstring)."""

@@ -65,7 +65,10 @@ def judge(
     cancelled_by: str | None = None,
     settled: bool = False,
 ) -> tuple[Outcome, bool]:
-    """(the outcome to report, gone) for one TrainJob from what the capture kept."""
+    """(the outcome to report, gone) for one TrainJob from what the capture kept. While a
+    terminal outcome settles the TrainJob is never reported gone, even when it was deleted
+    (e.g. retired by a supervisor that died before recording the end): the outcome that
+    proves the end is on its way, and ``gone`` with an open outcome would end it ``unknown``."""
     trainjob, deleted = latest_trainjob(capture, ref)
     outcome = verdicts.judge(
         ref[1],
@@ -77,7 +80,7 @@ def judge(
         caught_up=capture.caught_up,
     )
     if outcome is None:
-        outcome = before or Outcome(State.RUNNING, summary="a rank ended; settling")
+        return before or Outcome(State.RUNNING, summary="a rank ended; settling"), False
     gone = trainjob is None or deleted
     if gone and not outcome.is_terminal and trainjob is None:
         summary = f"TrainJob {ref[0]}/{ref[1]} does not exist"
@@ -120,7 +123,7 @@ async def watch_attempts(
                     continue  # judged on the next round
                 looked_up.add(ref)
             fresh = capture.take(ref)
-            if not (first or fresh or verdicts.pending(ref[1])) and ref in reported:
+            if not (first or fresh or verdicts.pending(ref[1], now)) and ref in reported:
                 continue
             who = (cancelled or {}).get(ref)
             outcome, gone = judge(capture, verdicts, ref, now, reported.get(ref), cancelled_by=who)
