@@ -266,7 +266,7 @@ def test_submit_hold_starts_nothing_until_release(write_job) -> None:  # type: i
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip()
     assert submitted.stderr.strip() == (
-        f"held: held at submission by {getpass.getuser()}; release with `dispatch release {job_id}`"
+        f"held at submission by {getpass.getuser()}; release with `dispatch release {job_id}`"
     )
     # a supervisor pass leaves it alone: no attempt, no process
     once = dispatch("supervise", "--once", "-o", "json")
@@ -280,8 +280,9 @@ def test_submit_hold_starts_nothing_until_release(write_job) -> None:  # type: i
     assert f"release with `dispatch release {job_id}`" in text
     assert not job_processes(job_id)
 
-    released = dispatch("release", job_id, "-o", "json")
+    released = dispatch("release", job_id)
     assert released.returncode == 0, released.stdout + released.stderr
+    assert "released: a supervisor starts attempt 1 next" in released.stderr
 
     def ended() -> dict[str, object] | None:
         status = json.loads(dispatch("status", job_id, "-o", "json").stdout)

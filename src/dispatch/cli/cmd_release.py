@@ -29,3 +29,11 @@ def command(settings: Settings, job: str, output: str) -> None:
         return
     for line in render.status_lines(status):
         click.echo(line)
+    click.echo(
+        click.style(
+            f"released: a supervisor starts attempt {len(status.attempts) + 1} next; "
+            f"follow with: dispatch status {status.id}",
+            dim=True,
+        ),
+        err=True,
+    )

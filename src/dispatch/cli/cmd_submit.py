@@ -39,7 +39,7 @@ def command(settings: Settings, spec_file: str, hold: bool, output: str) -> None
         return
     click.echo(status.id)
     if hold:
-        click.echo(f"{status.state.value}: {status.summary}", err=True)
+        click.echo(status.summary, err=True)  # "held at submission by ...; release with ..."
         return
     click.echo(
         click.style(
