@@ -4,7 +4,8 @@ The public API, in three parts:
 
 * **Submitting and following jobs**: ``Client`` (synchronous, for scripts and notebooks) and
   ``AsyncClient`` (the one implementation), plus module-level shortcuts on a default client:
-  ``run``, ``submit``, ``get``, ``wait``, ``cancel``, ``logs``, ``plan``, ``jobs``.
+  ``run``, ``submit``, ``get``, ``wait``, ``cancel``, ``release``, ``logs``, ``plan``,
+  ``jobs``.
 * **Values**: ``JobSpec`` (``load_spec``, ``parse_spec``), ``State``, ``Cause``, ``Outcome``,
   ``Failure``, ``Evidence``, ``JobStatus``, ``RecoveryPolicy`` and the error tree rooted at
   ``DispatchError`` (``JobFailed``, ``InvalidSpec``, ``Unsupported`` …).
@@ -39,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     "get": "dispatch.api.default",
     "wait": "dispatch.api.default",
     "cancel": "dispatch.api.default",
+    "release": "dispatch.api.default",
     "logs": "dispatch.api.default",
     "plan": "dispatch.api.default",
     "jobs": "dispatch.api.default",
@@ -132,6 +134,7 @@ __all__ = [
     "logs",
     "parse_spec",
     "plan",
+    "release",
     "run",
     "submit",
     "wait",
@@ -166,7 +169,17 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load lazily
     __version__: str
     from dispatch.api import AsyncClient, AttemptStatus, Client, Environment, JobStatus
-    from dispatch.api.default import cancel, get, jobs, logs, plan, run, submit, wait
+    from dispatch.api.default import (
+        cancel,
+        get,
+        jobs,
+        logs,
+        plan,
+        release,
+        run,
+        submit,
+        wait,
+    )
     from dispatch.injob import (
         Checkpoint,
         CheckpointExists,

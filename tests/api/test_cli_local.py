@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import signal
@@ -257,3 +258,56 @@ def test_a_held_job_waits_for_release_then_runs_attempt_2(write_job) -> None:  #
     again = dispatch("release", job_id, "-o", "json")
     assert again.returncode == 1
     assert "not held" in json.loads(again.stdout)["error"]
+
+
+def test_submit_hold_starts_nothing_until_release(write_job) -> None:  # type: ignore[no-untyped-def]
+    spec = write_job("ok", OK, OK_SCRIPT)
+    submitted = dispatch("submit", "--hold", str(spec))
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    assert submitted.stderr.strip() == (
+        f"held at submission by {getpass.getuser()}; release with `dispatch release {job_id}`"
+    )
+    # a supervisor pass leaves it alone: no attempt, no process
+    once = dispatch("supervise", "--once", "-o", "json")
+    assert once.returncode == 0, once.stderr
+    status = json.loads(dispatch("status", job_id, "-o", "json").stdout)
+    assert (status["state"], status["attempts"]) == ("held", [])
+    assert status["summary"].startswith("held at submission by ")
+    assert status["decision"]["action"] == "nothing"
+    text = dispatch("status", job_id).stdout
+    assert "state     held" in text
+    assert f"release with `dispatch release {job_id}`" in text
+    assert not job_processes(job_id)
+
+    released = dispatch("release", job_id)
+    assert released.returncode == 0, released.stdout + released.stderr
+    assert "released: a supervisor starts attempt 1 next" in released.stderr
+
+    def ended() -> dict[str, object] | None:
+        status = json.loads(dispatch("status", job_id, "-o", "json").stdout)
+        return status if status["state"] in ("succeeded", "failed", "cancelled") else None
+
+    final = wait_for(ended)
+    assert final["state"] == "succeeded"
+    assert [a["attempt"] for a in final["attempts"]] == [1]
+    logs = dispatch("logs", job_id, "--rank", "0")
+    assert logs.stdout.strip() == "rank 0 attempt 1"
+
+
+def test_cancel_of_a_job_submitted_held_ends_it_with_no_attempt(write_job) -> None:  # type: ignore[no-untyped-def]
+    spec = write_job("sleeps", SLEEPS)
+    submitted = dispatch("submit", "--hold", str(spec), "-o", "json")
+    assert submitted.returncode == 0, submitted.stderr
+    status = json.loads(submitted.stdout)
+    assert (status["state"], status["cause"], status["attempts"]) == ("held", None, [])
+    job_id = status["job"]
+    done = dispatch("cancel", job_id, "--reason", "not needed", "--wait", "60", "-o", "json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    final = json.loads(done.stdout)
+    assert (final["state"], final["cause"], final["attempts"]) == ("cancelled", "cancelled", [])
+    assert "no attempt was started" in final["summary"]
+    assert not job_processes(job_id)
+    refused = dispatch("release", job_id, "-o", "json")
+    assert refused.returncode == 1
+    assert "not held" in json.loads(refused.stdout)["error"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -57,7 +58,8 @@ def test_the_documented_names_are_exported() -> None:
     documented = {
         "Client", "AsyncClient", "JobSpec", "load_spec", "parse_spec", "State", "Cause",
         "Outcome", "JobStatus", "DispatchError", "JobFailed", "InvalidSpec", "Unsupported",
-        "identity", "checkpoints", "run", "submit", "get", "wait", "cancel", "logs", "plan",
+        "identity", "checkpoints", "run", "submit", "get", "wait", "cancel", "release", "logs",
+        "plan",
     }  # fmt: skip
     assert documented <= set(dispatch.__all__)
 
@@ -111,3 +113,23 @@ def test_raise_on_failure_returns_a_succeeded_job(tmp_path: Path) -> None:
         final = client.run(spec, spec_file=spec_file, raise_on_failure=True)
         assert final.succeeded
         assert client.wait(final.id, raise_on_failure=True) == final
+
+
+def test_submit_held_then_release_from_python(tmp_path: Path) -> None:
+    """``Client.submit(hold=True)`` on the local cluster: held, nothing started; after
+    ``release`` a supervisor (``AsyncClient.drive`` here) starts attempt 1."""
+    spec_file = _write(tmp_path / "ok", FAILS.replace("fails", "ok"), "print('fine')")
+    with Client(background=False) as client:
+        held = client.submit(spec_file, hold=True)
+        assert (held.state, held.cause, held.attempts) == (dispatch.State.HELD, None, ())
+        assert held.summary.endswith(f"release with `dispatch release {held.id}`")
+        assert held.to_json()["state"] == "held"
+        assert client.release(held.id).state is dispatch.State.HELD  # until a supervisor acts
+
+    async def drive() -> dispatch.JobStatus:
+        async with dispatch.AsyncClient(background=False) as driver:
+            return await driver.drive(held.id)
+
+    final = asyncio.run(drive())
+    assert final.succeeded
+    assert [a.number for a in final.attempts] == [1]

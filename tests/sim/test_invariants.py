@@ -36,7 +36,7 @@ class Small:
         self.adapter = MemoryAdapter(cluster, context, scheduler=self.scheduler)
         self.checker = Checker(self.store, self.scheduler, self.clock)
 
-    def submit(self, scenario: str = "hang") -> str:
+    def submit(self, scenario: str = "hang", *, held_by: str | None = None) -> str:
         spec = parse_spec(
             {
                 "name": "j",
@@ -47,7 +47,7 @@ class Small:
                 "recovery": RULES,
             }
         )
-        job_id = self.store.create_job(spec).id
+        job_id = self.store.create_job(spec, held_by=held_by).id
         self.checker.submitted.append(job_id)
         return job_id
 
@@ -163,6 +163,34 @@ def test_the_budget_refuses_a_retry_after_fail_and_a_hold_without_release() -> N
     assert "0 releases" in hold_problem
     world.store.request_release(held)
     assert budget_problems(load_history(world.store, held)) == []
+
+
+def test_attempt_1_of_a_job_held_at_submission_needs_a_release() -> None:
+    world = Small()
+    job = world.submit(held_by="alice")
+    assert budget_problems(load_history(world.store, job)) == []  # held, nothing started
+    world.store.create_attempt(job, 1)
+    (problem,) = budget_problems(load_history(world.store, job))
+    assert "1 attempts followed a hold" in problem
+    assert "0 releases" in problem
+    world.store.request_release(job)
+    assert budget_problems(load_history(world.store, job)) == []
+    world.end(job, 1, Cause.NO_CAPACITY)  # and a policy hold after it needs a second release
+    world.store.create_attempt(job, 2)
+    (again,) = budget_problems(load_history(world.store, job))
+    assert "2 attempts followed a hold" in again
+    world.store.request_release(job)
+    assert budget_problems(load_history(world.store, job)) == []
+
+
+def test_an_execution_of_a_job_held_at_submission_is_caught() -> None:
+    world = Small()
+    job = world.submit(held_by="alice")
+    world.start(job, 1)  # claimed and started with no release: what a broken supervisor does
+    violation = world.checker.after_step()
+    assert violation is not None
+    assert violation.invariant == "planned"
+    assert "0 releases" in violation.message
 
 
 def test_an_attempt_after_one_not_known_to_have_ended_is_unplanned() -> None:

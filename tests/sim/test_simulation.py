@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from dispatch.model import State
 from dispatch.sim import BROKEN_MODES, SimConfig, Simulation, dump, run_batch, simulate
 
 
@@ -78,3 +79,32 @@ def test_a_broken_supervisor_is_caught_within_a_few_seeds(mode: str, invariant: 
     assert caught[0].violation.invariant == invariant
     again = simulate(caught[0].seed, config)  # and the failing seed replays exactly
     assert again.violation == caught[0].violation
+
+
+def test_users_submit_held_jobs_release_them_and_cancel_them_while_held() -> None:
+    """Over a few seeds the simulated user submits jobs held; some are released (and then
+    run attempt 1), some are cancelled while held (ended with no attempt); no violation."""
+    released_then_ran = cancelled_while_held = 0
+    for seed in range(40):
+        simulation = Simulation(seed, SimConfig(steps=300))
+        try:
+            result = simulation.run()
+            assert result.ok, f"seed {seed}: {result.violation}"
+            store = simulation.store
+            for record in store.list_jobs():
+                log = store.log(record.id)
+                if not any(e.kind == "hold-requested" for e in log):
+                    continue
+                attempts = store.attempts(record.id)
+                if attempts:
+                    assert record.release_count >= 1, record.id
+                    released_then_ran += 1
+                elif record.state is State.CANCELLED:
+                    assert record.cancel is not None
+                    cancelled_while_held += 1
+        finally:
+            simulation.close()
+        if released_then_ran and cancelled_while_held:
+            break
+    assert released_then_ran > 0
+    assert cancelled_while_held > 0

@@ -90,3 +90,31 @@ def test_a_terminal_job_is_terminal(store: SqliteRecords) -> None:
     store.set_job_status(job, State.FAILED, Cause.APP_ERROR, "x")
     assert fold(load_history(store, job)).terminal
     assert last_decision(store.log(job)) is None
+
+
+def test_held_at_submission_until_released(store: SqliteRecords) -> None:
+    job = store.create_job(SPEC, held_by="alice").id
+    held = fold(load_history(store, job))
+    assert (held.state, held.attempt, held.held, held.released) == (State.HELD, None, True, False)
+    assert held.held_by == "alice"
+    store.request_release(job)
+    released = fold(load_history(store, job))
+    assert (released.held, released.released, released.held_by) == (False, True, "alice")
+
+
+def test_a_hold_at_submission_no_longer_applies_once_attempt_1_exists(
+    store: SqliteRecords,
+) -> None:
+    job = store.create_job(SPEC, held_by="alice").id
+    store.request_release(job)
+    store.create_attempt(job, 1)
+    view = fold(load_history(store, job))
+    assert (view.held, view.released, view.held_by) == (False, False, None)
+    assert view.attempt_number == 1
+
+
+def test_a_job_submitted_without_hold_is_not_held(store: SqliteRecords) -> None:
+    job = store.create_job(SPEC).id
+    store.request_release(job)  # a release of a job that was never held changes nothing
+    view = fold(load_history(store, job))
+    assert (view.held, view.released, view.held_by) == (False, False, None)

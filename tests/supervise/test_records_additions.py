@@ -20,3 +20,23 @@ def test_set_job_status_if_open_never_changes_a_terminal_job() -> None:
     assert store.get_job(job).state is State.FAILED
     with pytest.raises(NotFound):
         store.set_job_status("nope", State.RUNNING, if_open=True)
+
+
+def test_create_job_held_records_the_hold_in_the_same_write() -> None:
+    clock = ManualClock(start=50.0)
+    store = SqliteRecords(":memory:", clock=clock, ids=CountingIds())
+    spec = parse_spec({"name": "t", "command": ["x"]})
+    job = store.create_job(spec, held_by="alice").id
+    record = store.get_job(job)
+    assert (record.state, record.cause) == (State.HELD, None)
+    assert record.summary == f"held at submission by alice; release with `dispatch release {job}`"
+    assert [(e.kind, dict(e.data), e.at) for e in store.log(job)] == [
+        ("hold-requested", {"attempt": 0, "actor": "alice"}, 50.0)
+    ]
+    assert store.attempts(job) == []
+    plain = store.create_job(spec).id
+    assert (store.get_job(plain).state, store.get_job(plain).summary, store.log(plain)) == (
+        State.PENDING,
+        "",
+        [],
+    )

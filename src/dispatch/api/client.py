@@ -115,24 +115,29 @@ class AsyncClient:
 
     # --- submitting ---------------------------------------------------------------------------
 
-    async def _accept(self, spec: SpecLike, spec_file: str | Path | None) -> Job:
+    async def _accept(
+        self, spec: SpecLike, spec_file: str | Path | None, *, held_by: str | None = None
+    ) -> Job:
         spec, spec_file = as_spec(spec, spec_file)
         spec = resolve_working_dir(spec, spec_file)
         (await self.capabilities(spec)).raise_if_refused()
-        return self.records.create_job(spec)
+        return self.records.create_job(spec, held_by=held_by)
 
     async def submit(
         self, spec: SpecLike, *, spec_file: str | Path | None = None, hold: bool = False
     ) -> JobStatus:
         """Record the job and return at once; a background supervisor drives it.
 
+        With ``hold`` the job is recorded ``held`` (held at submission by this user, in the
+        same write that records it) and nothing is created on the scheduler: no attempt
+        starts until ``release``, and ``cancel`` ends it ``cancelled`` with no attempt. The
+        hold is dispatch's own, so it works on every cluster.
+
         Raises ``Unsupported`` (nothing recorded or created) when the cluster refuses it,
         ``ConfigError`` for an unknown cluster.
         """
-        if hold:
-            raise NotBuiltYet("submitting a held job is not built yet")
-        job = await self._accept(spec, spec_file)
-        if self.background:
+        job = await self._accept(spec, spec_file, held_by=default_actor() if hold else None)
+        if self.background and not hold:  # a held job needs no supervisor until its release
             ensure_supervisor(self.env)
         return await self.get(job.id)
 
@@ -253,7 +258,8 @@ class AsyncClient:
         return await self.get(job_id)
 
     async def release(self, job: str) -> JobStatus:
-        """Release a held job: the supervisor starts its next attempt. Raises
+        """Release a held job (held by its recovery policy, or at submission): the supervisor
+        starts its next attempt (attempt 1 for a job held at submission). Raises
         ``PermanentError`` when the job is not held."""
         job_id = self.resolve(job)
         status = await self.get(job_id)

@@ -43,9 +43,10 @@ def run(
     return client().run(spec, spec_file=spec_file, raise_on_failure=raise_on_failure)
 
 
-def submit(spec: SpecLike, *, spec_file: str | Path | None = None) -> JobStatus:
-    """Submit ``spec`` and return at once; a background supervisor drives it."""
-    return client().submit(spec, spec_file=spec_file)
+def submit(spec: SpecLike, *, spec_file: str | Path | None = None, hold: bool = False) -> JobStatus:
+    """Submit ``spec`` and return at once; a background supervisor drives it. With ``hold``
+    no attempt starts until ``release``; see ``AsyncClient.submit``."""
+    return client().submit(spec, spec_file=spec_file, hold=hold)
 
 
 def get(job: str) -> JobStatus:
@@ -61,6 +62,11 @@ def wait(job: str, *, timeout: float | None = None, raise_on_failure: bool = Fal
 def cancel(job: str, *, actor: str | None = None, reason: str = "cancelled") -> JobStatus:
     """Ask for ``job`` to be cancelled; see ``AsyncClient.cancel``."""
     return client().cancel(job, actor=actor, reason=reason)
+
+
+def release(job: str) -> JobStatus:
+    """Release a held ``job``: its next attempt starts; see ``AsyncClient.release``."""
+    return client().release(job)
 
 
 def logs(job: str, *, rank: int | None = None, follow: bool = False) -> Iterator[str]:

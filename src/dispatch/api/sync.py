@@ -44,8 +44,10 @@ class Client:
     def plan(self, spec: SpecLike, *, spec_file: str | Path | None = None) -> Plan:
         return self._runner.run(self._async.plan(spec, spec_file=spec_file))
 
-    def submit(self, spec: SpecLike, *, spec_file: str | Path | None = None) -> JobStatus:
-        return self._runner.run(self._async.submit(spec, spec_file=spec_file))
+    def submit(
+        self, spec: SpecLike, *, spec_file: str | Path | None = None, hold: bool = False
+    ) -> JobStatus:
+        return self._runner.run(self._async.submit(spec, spec_file=spec_file, hold=hold))
 
     def run(
         self,

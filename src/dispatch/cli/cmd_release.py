@@ -17,7 +17,8 @@ from dispatch.cli.session import client
 @click.pass_obj
 @report_errors
 def command(settings: Settings, job: str, output: str) -> None:
-    """Release a held job (held by its recovery policy): its next attempt starts."""
+    """Release a held job (held by its recovery policy, or submitted with --hold): its next
+    attempt starts (attempt 1 for a job held at submission)."""
     api = client(settings)
     try:
         status = asyncio.run(api.release(job))
@@ -28,3 +29,11 @@ def command(settings: Settings, job: str, output: str) -> None:
         return
     for line in render.status_lines(status):
         click.echo(line)
+    click.echo(
+        click.style(
+            f"released: a supervisor starts attempt {len(status.attempts) + 1} next; "
+            f"follow with: dispatch status {status.id}",
+            dim=True,
+        ),
+        err=True,
+    )

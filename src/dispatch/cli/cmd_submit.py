@@ -1,4 +1,4 @@
-"""`dispatch submit JOB.yaml`: submit a job and return at once."""
+"""`dispatch submit JOB.yaml`: submit a job and return at once (``--hold``: held until released)."""
 
 from __future__ import annotations
 
@@ -13,22 +13,34 @@ from dispatch.model import load_spec
 
 @click.command("submit")
 @click.argument("spec_file", metavar="JOB.yaml")
+@click.option(
+    "--hold",
+    is_flag=True,
+    help="Record the job held: nothing starts until `dispatch release JOB`.",
+)
 @output_option
 @click.pass_obj
 @report_errors
-def command(settings: Settings, spec_file: str, output: str) -> None:
+def command(settings: Settings, spec_file: str, hold: bool, output: str) -> None:
     """Submit a job and return at once; a background supervisor drives it to its end, even
-    after this terminal is closed. Follow it with `dispatch status` and `dispatch logs -f`."""
+    after this terminal is closed. Follow it with `dispatch status` and `dispatch logs -f`.
+
+    With --hold the job is recorded `held` and nothing is created on the cluster until
+    `dispatch release JOB` (its first attempt then starts); `dispatch cancel JOB` ends it
+    cancelled without any attempt."""
     spec = load_spec(spec_file)
     api = client(settings)
     try:
-        status = asyncio.run(api.submit(spec, spec_file=spec_file))
+        status = asyncio.run(api.submit(spec, spec_file=spec_file, hold=hold))
     finally:
         api.close()
     if output == "json":
         emit_json(status.to_json())
         return
     click.echo(status.id)
+    if hold:
+        click.echo(status.summary, err=True)  # "held at submission by ...; release with ..."
+        return
     click.echo(
         click.style(
             f"submitted to {status.cluster}; follow with: dispatch status {status.id}  |  "

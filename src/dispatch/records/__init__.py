@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from dispatch.records.base import (
+    HOLD_REQUESTED,
     AttemptRecord,
     CancelRequest,
     Intent,
@@ -11,6 +12,7 @@ from dispatch.records.base import (
     Lease,
     LogEntry,
     Records,
+    submission_hold_summary,
 )
 from dispatch.records.sqlite import SchemaTooNew, SqliteRecords
 
@@ -24,6 +26,7 @@ def database_path(state_dir: Path) -> Path:
 
 __all__ = [
     "DATABASE_NAME",
+    "HOLD_REQUESTED",
     "AttemptRecord",
     "CancelRequest",
     "Intent",
@@ -35,4 +38,5 @@ __all__ = [
     "SchemaTooNew",
     "SqliteRecords",
     "database_path",
+    "submission_hold_summary",
 ]

@@ -15,6 +15,14 @@ from typing import Any, Protocol
 
 from dispatch.model import AttemptHandle, Cause, Evidence, Job, JobSpec, Outcome, State
 
+#: log entry kind written by ``create_job(..., held_by=...)``: a person asked for a hold
+HOLD_REQUESTED = "hold-requested"
+
+
+def submission_hold_summary(job_id: str, actor: str) -> str:
+    """The one-line status of a job held at submission (``dispatch status`` shows it)."""
+    return f"held at submission by {actor}; release with `dispatch release {job_id}`"
+
 
 class IntentStatus(StrEnum):
     OPEN = "open"  # written before the operation; the operation may or may not have happened
@@ -99,8 +107,13 @@ class Records(Protocol):
     """The store's contract. Times come from the store's injected clock."""
 
     # jobs
-    def create_job(self, spec: JobSpec) -> Job:
-        """Accept a new job with a fresh id (from the injected id generator), state pending."""
+    def create_job(self, spec: JobSpec, *, held_by: str | None = None) -> Job:
+        """Accept a new job with a fresh id (from the injected id generator), state pending.
+
+        With ``held_by`` (who asked) the job is accepted *held*, in the same transaction: state
+        ``held``, summary ``submission_hold_summary(id, held_by)``, and a log entry
+        ``HOLD_REQUESTED`` ``{"attempt": 0, "actor": held_by}``. No supervisor can see the job
+        without its hold, so none starts an attempt before a release."""
         ...
 
     def get_job(self, job_id: str) -> JobRecord:

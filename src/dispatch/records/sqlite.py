@@ -27,6 +27,7 @@ from dispatch.model import (
     State,
 )
 from dispatch.records.base import (
+    HOLD_REQUESTED,
     AttemptRecord,
     CancelRequest,
     Intent,
@@ -34,6 +35,7 @@ from dispatch.records.base import (
     JobRecord,
     Lease,
     LogEntry,
+    submission_hold_summary,
 )
 from dispatch.records.migrations import MIGRATIONS, SCHEMA_VERSION
 
@@ -121,23 +123,29 @@ class SqliteRecords:
 
     # --- jobs -----------------------------------------------------------------------------
 
-    def create_job(self, spec: JobSpec) -> Job:
+    def create_job(self, spec: JobSpec, *, held_by: str | None = None) -> Job:
         now = self.clock.now()
         job = Job(id=self.ids(spec.name), spec=spec, created_at=now)
+        state, summary = State.PENDING, ""
+        if held_by is not None:
+            state, summary = State.HELD, submission_hold_summary(job.id, held_by)
         with self._write() as db:
             db.execute(
-                "INSERT INTO jobs (id, name, cluster, spec, created_at, state, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO jobs (id, name, cluster, spec, created_at, state, summary, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     job.id,
                     spec.name,
                     spec.cluster,
                     spec.model_dump_json(by_alias=True),
                     now,
-                    State.PENDING.value,
+                    state.value,
+                    summary,
                     now,
                 ),
             )
+            if held_by is not None:
+                self._append_log(db, job.id, HOLD_REQUESTED, {"attempt": 0, "actor": held_by})
         return job
 
     @staticmethod

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from dispatch.adapters.memory import Execution, MemoryScheduler
 from dispatch.clock import Clock
 from dispatch.model import Action, Cause, State
+from dispatch.records import HOLD_REQUESTED
 from dispatch.sim.driver import Call
 from dispatch.sim.store import SimRecords
 from dispatch.supervise import History, fold, load_history
@@ -54,13 +55,17 @@ def budget_problems(history: History) -> list[str]:
 
     Each attempt that has a successor must have ended (terminal, with a cause that is not
     ``cancelled``); per retry rule, the successors stay within its limit; causes under
-    ``fail`` are never followed; ``hold`` is followed at most once per release.
+    ``fail`` are never followed; ``hold`` is followed at most once per release, and a hold
+    at submission counts as one: attempt 1 of a job submitted held needs a release.
     """
     policy = history.job.job.spec.recovery
     attempts = sorted(history.attempts, key=lambda a: a.attempt)
     problems: list[str] = []
     used: Counter[int] = Counter()
-    holds = 0
+    held_at_submission = any(
+        e.kind == HOLD_REQUESTED and e.data.get("attempt") == 0 for e in history.log
+    )
+    holds = 1 if attempts and held_at_submission else 0
     for record in attempts[:-1]:
         where = f"attempt {record.attempt + 1} followed attempt {record.attempt}"
         outcome = record.outcome
@@ -84,7 +89,10 @@ def budget_problems(history: History) -> list[str]:
         if count > limit:
             problems.append(f"rule {index} allows {limit} retries; {count} were started")
     if holds > history.job.release_count:
-        problems.append(f"{holds} attempts followed a hold; {history.job.release_count} releases")
+        problems.append(
+            f"{holds} attempts followed a hold (at submission or by the policy); "
+            f"{history.job.release_count} releases"
+        )
     return problems
 
 

@@ -4,7 +4,8 @@ and a seed that chooses every interleaving and every fault.
 A run has two phases. During the first ``steps`` steps (faults on), each step is one event
 drawn from the seed: a parked supervisor proceeds with its call (which may fail as the seed
 says), virtual time passes, a supervisor crashes or a crashed one restarts (same owner or a
-new one; the store and the scheduler persist), or a user submits, cancels or releases a job.
+new one; the store and the scheduler persist), or a user submits a job (now and then held:
+``submit --hold``), cancels one or releases a held one.
 Then faults stop: no crash, no fault, no user; supervisors and time proceed until every job
 settles, which must happen within ``quiet_steps`` steps. The invariants (``invariants.py``)
 are checked after every step; the run stops at the first violation.
@@ -44,6 +45,10 @@ _FAULTS = tuple(Fault)
 QUIET_STEPS = 1000
 #: virtual seconds a supervisor pauses between two passes (drawn per supervisor process)
 POLL_INTERVALS = (0.5, 1.0, 2.0, 5.0)
+#: chance that a user submits a job held (``dispatch submit --hold``)
+HELD_SUBMIT_RATE = 0.2
+#: who the simulated user is in holds and cancels
+SIM_USER = "sim-user"
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,9 +170,12 @@ class Simulation:
 
     def _submit(self) -> str:
         index = len(self.checker.submitted) + 1
-        job = self.store.create_job(job_spec(self.rng, index))
+        spec = job_spec(self.rng, index)
+        held = self.rng.random() < HELD_SUBMIT_RATE
+        job = self.store.create_job(spec, held_by=SIM_USER if held else None)
         self.checker.submitted.append(job.id)
-        return f"user submits {job.id} ({job.spec.env['MEMORY_SCENARIO']})"
+        how = " held" if held else ""
+        return f"user submits {job.id}{how} ({job.spec.env['MEMORY_SCENARIO']})"
 
     # --- events ---------------------------------------------------------------------------
 
@@ -226,7 +234,7 @@ class Simulation:
             return f"user releases {record.id} (release {self.store.request_release(record.id)})"
         if 0.75 <= roll < 0.9 and open_jobs:
             record = self.rng.choice(open_jobs)
-            self.store.request_cancel(record.id, "sim-user", "changed my mind")
+            self.store.request_cancel(record.id, SIM_USER, "changed my mind")
             return f"user cancels {record.id}"
         return "user looks and does nothing"
 

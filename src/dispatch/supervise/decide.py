@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from dispatch.model import Action, Cause, RecoveryPolicy, State
-from dispatch.records import CancelRequest
+from dispatch.records import CancelRequest, submission_hold_summary
 from dispatch.supervise.view import AttemptView, JobView
 
 #: a cancel that has not taken effect after this many seconds is sent again
@@ -68,6 +68,12 @@ def _on_cancel(view: JobView, request: CancelRequest, now: float) -> Decision:
     by = f"cancelled by {request.actor}" + (f": {request.reason}" if request.reason else "")
     attempt = view.attempt
     if attempt is None:
+        if view.held or view.released:
+            return _finish(
+                State.CANCELLED,
+                Cause.CANCELLED,
+                f"{by} (while held at submission: no attempt was started)",
+            )
         return _finish(State.CANCELLED, Cause.CANCELLED, f"{by} (before any attempt started)")
     if attempt.handle is None and not attempt.is_terminal:
         return Decision(
@@ -155,11 +161,26 @@ def _apply_policy(
     )
 
 
+def _before_the_first_attempt(view: JobView) -> Decision:
+    """No attempt yet: start attempt 1, unless the job was held at submission and is not
+    released (then ``hold`` if its status does not say ``held`` yet, else ``nothing``)."""
+    if view.released:
+        who = f" (held at submission by {view.held_by})" if view.held_by else ""
+        return Decision(DecisionKind.START, f"released{who}: starting attempt 1", attempt=1)
+    if view.held:
+        reason = submission_hold_summary(view.job_id, view.held_by or "unknown")
+        if view.state is not State.HELD:
+            return Decision(DecisionKind.HOLD, reason)
+        return Decision(DecisionKind.NOTHING, reason)
+    return Decision(DecisionKind.START, "starting the first attempt", attempt=1)
+
+
 def next_decision(view: JobView, policy: RecoveryPolicy, now: float) -> Decision:
     """The next step for the job in ``view`` under ``policy`` at time ``now``. Pure.
 
     Precedence: a terminal job needs nothing; a cancel request stops the live attempt and
-    ends the job cancelled; then the current attempt's own state; then the policy.
+    ends the job cancelled; a job held at submission starts nothing until it is released;
+    then the current attempt's own state; then the policy.
     """
     if view.terminal:
         return Decision(DecisionKind.NOTHING, f"the job is {view.state.value}")
@@ -167,7 +188,7 @@ def next_decision(view: JobView, policy: RecoveryPolicy, now: float) -> Decision
         return _on_cancel(view, view.cancel, now)
     attempt = view.attempt
     if attempt is None:
-        return Decision(DecisionKind.START, "starting the first attempt", attempt=1)
+        return _before_the_first_attempt(view)
     if attempt.handle is None and not attempt.is_terminal:
         return Decision(
             DecisionKind.START,

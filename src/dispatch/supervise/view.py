@@ -11,9 +11,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatch.model import AttemptHandle, Cause, Outcome, RecoveryPolicy, State
-from dispatch.records import AttemptRecord, CancelRequest, JobRecord, LogEntry, Records
+from dispatch.records import (
+    HOLD_REQUESTED,
+    AttemptRecord,
+    CancelRequest,
+    JobRecord,
+    LogEntry,
+    Records,
+)
 
-#: log entry kinds written by the supervisor and by the store
+#: log entry kinds written by the supervisor and by the store (``HOLD_REQUESTED`` too)
 DECISION = "decision"
 RELEASE_REQUESTED = "release-requested"
 
@@ -68,9 +75,11 @@ class JobView:
     """What the supervisor knows about a job, folded from its history.
 
     ``retries`` counts, per cause, the attempts that ended with that cause and were followed
-    by another attempt. ``held`` is True when a hold was decided for the current attempt and
-    no release was requested since. ``cancel_sent_at`` is when a cancel of the current attempt
-    was last sent (None if never).
+    by another attempt. ``held`` is True when a hold applies and no release was requested
+    since: a ``hold`` decided for the current attempt, or, while the job has no attempt, a
+    hold requested at submission (``held_by`` names who asked; None otherwise). ``released``
+    is True when a release was requested after that hold. ``cancel_sent_at`` is when a cancel
+    of the current attempt was last sent (None if never).
     """
 
     job_id: str
@@ -82,6 +91,7 @@ class JobView:
     held: bool = False
     released: bool = False
     cancel_sent_at: float | None = None
+    held_by: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -105,6 +115,12 @@ def _decisions_for(log: Sequence[LogEntry], attempt: int) -> list[LogEntry]:
     return [e for e in log if e.kind == DECISION and e.data.get("attempt") == attempt]
 
 
+def _submission_hold(log: Sequence[LogEntry]) -> LogEntry | None:
+    """The latest hold requested at submission (before attempt 1), if any."""
+    requests = [e for e in log if e.kind == HOLD_REQUESTED and e.data.get("attempt") == 0]
+    return requests[-1] if requests else None
+
+
 def fold(history: History) -> JobView:
     """Fold a job's recorded history into a ``JobView``. Pure and total."""
     record = history.job
@@ -116,23 +132,28 @@ def fold(history: History) -> JobView:
             retries[cause] = retries.get(cause, 0) + 1
 
     current: AttemptView | None = None
-    held = released = False
+    hold_seq: int | None = None
+    held_by: str | None = None
     cancel_sent_at: float | None = None
-    if attempts:
+    if not attempts:
+        request = _submission_hold(history.log)
+        if request is not None:
+            hold_seq, held_by = request.seq, str(request.data.get("actor") or "unknown")
+    else:
         last = attempts[-1]
         current = AttemptView(
             number=last.attempt, handle=last.handle, outcome=last.outcome, ended_at=last.ended_at
         )
-        hold_seq: int | None = None
         for entry in _decisions_for(history.log, last.attempt):
             action = entry.data.get("action")
             if action == "hold":
                 hold_seq = entry.seq
             elif action == "cancel":
                 cancel_sent_at = entry.at
-        if hold_seq is not None:
-            released = any(e.kind == RELEASE_REQUESTED and e.seq > hold_seq for e in history.log)
-            held = not released
+    released = hold_seq is not None and any(
+        e.kind == RELEASE_REQUESTED and e.seq > hold_seq for e in history.log
+    )
+    held = hold_seq is not None and not released
 
     return JobView(
         job_id=record.id,
@@ -144,6 +165,7 @@ def fold(history: History) -> JobView:
         held=held,
         released=released,
         cancel_sent_at=cancel_sent_at,
+        held_by=held_by,
     )
 
 
