@@ -18,9 +18,10 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
   ``records(ref)`` every record kept (the attempt's whole evidence, seeded ones included).
 * ``position()``/``caught_up(v, since)``: how far the streams got, so a judgement can wait
   until every kind has delivered what happened before it (streams of different kinds lag
-  differently). A stream is caught up with ``v`` once it delivered ``v`` or later, or, when
-  it is open and has delivered nothing at all for ``QUIET`` seconds since ``since``: a quiet
-  stream has nothing to deliver, and its bookmarks come only about once a minute.
+  differently). A stream is caught up with ``v`` once it delivered ``v`` or later. A quiet
+  stream delivers nothing (its bookmarks come about once a minute), so an open stream still
+  behind ``v`` ``QUIET`` seconds after ``since`` lists again (at most every ``RELIST_EVERY``
+  seconds): a list is a consistent read, so afterwards the stream is past ``v`` exactly.
 * ``synced`` is set once every stream has made its first list (or was skipped), so a first
   judgement is not made on half the evidence. ``changed`` is set whenever a record is filed.
 """
@@ -29,11 +30,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from dispatch.adapters.kubeflow.attribution import Attribution, TrainJobRef
-from dispatch.adapters.kubeflow.causes_evidence import object_evidence, text_of
+from dispatch.adapters.kubeflow.causes_evidence import DELETED_SUFFIX, object_evidence, text_of
 from dispatch.adapters.kubeflow.client import Connection, Gone, Session
 from dispatch.adapters.kubeflow.kinds import WatchedKind, watched_kinds
 from dispatch.adapters.kubeflow.listwatch import list_raw, watch_raw
@@ -45,11 +47,15 @@ from dispatch.model import Evidence, Forbidden, NotFound, TransientError
 WATCH_SECONDS = 300
 #: first and longest pause (real seconds) after a failed list or watch
 BACKOFF = (0.2, 5.0)
-#: seconds without any delivery after which an open stream counts as caught up (a healthy API
-#: server delivers watch events within milliseconds)
-QUIET = 0.5
+#: seconds a terminal outcome waits for the streams behind it before they list again (a
+#: healthy API server delivers watch events within milliseconds)
+QUIET = 0.25
+#: a stream lists again for that reason at most once in this many seconds
+RELIST_EVERY = 1.0
 
 Sleep = Callable[[float], Awaitable[None]]
+#: one stream: the watched kind's name and its namespace (None: cluster-scoped)
+Stream = tuple[str, str | None]
 
 
 class Capture:
@@ -75,6 +81,7 @@ class Capture:
         self._records: dict[TrainJobRef, list[Evidence]] = {}
         self._keys: dict[TrainJobRef, set[str]] = {}
         self._fresh: dict[TrainJobRef, list[Evidence]] = {}
+        self._trainjob: dict[TrainJobRef, tuple[Mapping[str, Any], bool]] = {}
         self._nodes: dict[str, Mapping[str, Any]] = {}
         self._node_sent: set[tuple[TrainJobRef, str, str]] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -83,9 +90,11 @@ class Capture:
         self._session: Session | None = None
         self._opened: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
-        self._versions: dict[tuple[str, str | None], int | None] = {}  # per live stream
-        self._open: set[tuple[str, str | None]] = set()  # streams whose watch is open
-        self._delivered: dict[tuple[str, str | None], float] = {}  # last delivery, per stream
+        self._versions: dict[Stream, int | None] = {}  # per live stream
+        self._open: set[Stream] = set()  # streams whose watch is open
+        self._streams: dict[Stream, tuple[WatchedKind, asyncio.Task[None]]] = {}
+        self._listed_objects: dict[Stream, dict[str, Mapping[str, Any]]] = {}
+        self._relisted_at: dict[Stream, float] = {}
 
     # --- records ----------------------------------------------------------------------------
 
@@ -100,19 +109,36 @@ class Capture:
     def take(self, ref: TrainJobRef) -> tuple[Evidence, ...]:
         return tuple(self._fresh.pop(ref, ()))
 
+    def give_back(self, ref: TrainJobRef, records: Iterable[Evidence]) -> None:
+        """Undo a ``take`` whose records were not delivered: the next take returns them first."""
+        returned = list(records)
+        if returned:
+            self._fresh[ref] = [*returned, *self._fresh.get(ref, ())]
+            self.changed.set()
+
+    def fresh_refs(self) -> list[TrainJobRef]:
+        """The TrainJobs with records filed since their last ``take``."""
+        return list(self._fresh)
+
+    def latest_trainjob(self, ref: TrainJobRef) -> tuple[Mapping[str, Any] | None, bool]:
+        """The TrainJob as last filed, and whether that record is its deletion."""
+        return self._trainjob.get(ref, (None, False))
+
     def _file(self, ref: TrainJobRef, record: Evidence, *, fresh: bool = True) -> None:
         keys = self._keys.setdefault(ref, set())
         if record.key in keys:
             return
         keys.add(record.key)
         self._records.setdefault(ref, []).append(record)
+        if record.kind == "trainjob":
+            self._trainjob[ref] = (record.data, record.key.endswith(DELETED_SUFFIX))
         if fresh:
             self._fresh.setdefault(ref, []).append(record)
             self.changed.set()
 
     def forget(self, ref: TrainJobRef) -> None:
         """Drop everything kept for a TrainJob dispatch no longer follows."""
-        for table in (self._records, self._keys, self._fresh):
+        for table in (self._records, self._keys, self._fresh, self._trainjob):
             table.pop(ref, None)
         self._node_sent = {k for k in self._node_sent if k[0] != ref}
         self.attribution.forget(ref)
@@ -162,17 +188,31 @@ class Capture:
             for kind in self.kinds:
                 if kind.resource.namespaced:
                     self._spawn(kind, namespace)
-        if not any(t for t in self._tasks if getattr(t, "cluster_scoped", False)):
-            for kind in self.kinds:
-                if not kind.resource.namespaced:
-                    self._spawn(kind, None).cluster_scoped = True  # type: ignore[attr-defined]
+        for kind in self.kinds:
+            if not kind.resource.namespaced and (kind.name, None) not in self._streams:
+                self._spawn(kind, None)
 
-    def _spawn(self, kind: WatchedKind, namespace: str | None) -> asyncio.Task[None]:
-        self._pending_sync += 1
-        self.synced.clear()
-        task = asyncio.ensure_future(self._follow(kind, namespace))
+    def _spawn(self, kind: WatchedKind, namespace: str | None, *, relist: bool = False) -> None:
+        if not relist:  # a stream listing again was synced before
+            self._pending_sync += 1
+            self.synced.clear()
+        task = asyncio.ensure_future(self._follow(kind, namespace, synced=relist))
         self._tasks.append(task)
-        return task
+        self._streams[(kind.name, namespace)] = (kind, task)
+
+    def _relist_behind(self, position: int) -> None:
+        """Make every open stream behind ``position`` list again (see the module docstring)."""
+        now = self.clock.now()
+        for stream, (kind, task) in list(self._streams.items()):
+            version = self._versions.get(stream)
+            if version is None or version >= position or stream not in self._open:
+                continue  # listing already, caught up, or recovering by itself
+            if now - self._relisted_at.get(stream, -math.inf) < RELIST_EVERY:
+                continue
+            self._relisted_at[stream] = now
+            task.cancel()
+            self._tasks.remove(task)
+            self._spawn(kind, stream[1], relist=True)
 
     async def _hold_session(self) -> None:
         async with self.connection.session() as session:
@@ -193,13 +233,13 @@ class Capture:
             if self._pending_sync <= 0:
                 self.synced.set()
 
-    async def _follow(self, kind: WatchedKind, namespace: str | None) -> None:
+    async def _follow(self, kind: WatchedKind, namespace: str | None, *, synced: bool) -> None:
         """List, then watch from the list's version; see the module docstring."""
         session = await self._ready_session()
-        res, synced = kind.resource, [False]
+        res, listed = kind.resource, [synced]
         stream = (kind.name, namespace)
         self._versions[stream] = None
-        known: dict[str, Mapping[str, Any]] = {}
+        known = self._listed_objects.setdefault(stream, {})
         version: str | None = None
         pause = BACKOFF[0]
         try:
@@ -211,7 +251,7 @@ class Capture:
                         )
                         version = self._listed(listing, known)
                         self._advance(stream, version)
-                        self._mark_synced(synced)
+                        self._mark_synced(listed)
                     self._open.add(stream)
                     async for event in watch_raw(
                         session,
@@ -256,10 +296,9 @@ class Capture:
                     pause = min(pause * 2, BACKOFF[1])
         finally:
             self._open.discard(stream)
-            self._mark_synced(synced)
+            self._mark_synced(listed)
 
-    def _advance(self, stream: tuple[str, str | None], version: str) -> None:
-        self._delivered[stream] = self.clock.now()
+    def _advance(self, stream: Stream, version: str) -> None:
         number = int(version) if version.isdigit() else None
         before = self._versions.get(stream)
         if number is not None and (before is None or number > before):
@@ -273,15 +312,12 @@ class Capture:
     def caught_up(self, position: int, since: float | None = None) -> bool:
         """Every stream has delivered everything up to ``position`` (resourceVersions are
         etcd revisions in practice: one counter for all kinds; opaque ones never compare), or
-        is open and has been quiet for ``QUIET`` seconds since ``since`` (None: never)."""
-        for stream, version in self._versions.items():
-            if version is not None and version >= position:
-                continue
-            if since is None or self.clock.now() - since < QUIET or stream not in self._open:
-                return False
-            if self._delivered.get(stream, 0.0) >= since:
-                return False  # still delivering what came before ``position``
-        return True
+        ``QUIET`` seconds after ``since``, open streams still behind list again (None: never)."""
+        if all(v is not None and v >= position for v in self._versions.values()):
+            return True
+        if since is not None and self.clock.now() - since >= QUIET:
+            self._relist_behind(position)
+        return False
 
     def _listed(self, listing: Mapping[str, Any], known: dict[str, Mapping[str, Any]]) -> str:
         """File a list's objects, and as deleted those known before and now absent."""
@@ -316,6 +352,7 @@ class Capture:
             with contextlib.suppress(asyncio.CancelledError, TransientError):
                 await task
         self._tasks.clear()
+        self._streams.clear()
         self._opened = None
         self._session = None
         self._namespaces.clear()

@@ -71,6 +71,9 @@ class Verdicts:
     restarts_allowed: bool = False
     settle: float = DEFAULT_SETTLE
     standings: dict[str, Standing] = field(default_factory=dict)
+    #: names whose terminal outcome settles, and the patience deadlines of waiting ones
+    _settling: set[str] = field(default_factory=set)
+    _deadlines: dict[str, float] = field(default_factory=dict)
 
     def judge(
         self,
@@ -111,16 +114,21 @@ class Verdicts:
             outcome = diagnosis.outcome
             if not settled:
                 standing.judged, standing.changes_at = (key, outcome), diagnosis.changes_at
+                self._index(name, standing)
         if not outcome.is_terminal:
             standing.terminal_since = standing.terminal_at = None
+            self._settling.discard(name)
             return outcome
         if standing.terminal_since is None:
             standing.terminal_since, standing.terminal_at = now, position
+            self._settling.add(name)
         target = standing.terminal_at
         since = standing.terminal_since
         streams_done = target is not None and caught_up is not None and caught_up(target, since)
         if settled or streams_done or now - standing.terminal_since >= self.settle:
             standing.final = outcome
+            self._settling.discard(name)
+            self._deadlines.pop(name, None)
             standing.jobset_uids = _jobset_uids(EvidenceSet.from_evidence(records), name)
             standing.searched = 0 if settled else len(records)
             return outcome
@@ -147,6 +155,17 @@ class Verdicts:
         new = _jobset_uids(fresh, name) - standing.jobset_uids
         if new and standing.rerun is None:
             standing.rerun = _rerun_evidence(name, sorted(new), now)
+
+    def _index(self, name: str, standing: Standing) -> None:
+        if standing.changes_at is None:
+            self._deadlines.pop(name, None)
+        else:
+            self._deadlines[name] = standing.changes_at
+
+    def pending_names(self, now: float) -> set[str]:
+        """Every name for which ``pending(name, now)`` holds, without looking at the others."""
+        due = {name for name, at in self._deadlines.items() if now >= at}
+        return self._settling | due
 
     def pending(self, name: str, now: float | None = None) -> bool:
         """The outcome may change without new evidence about this TrainJob: a terminal
@@ -186,6 +205,8 @@ class Verdicts:
 
     def forget(self, name: str) -> None:
         self.standings.pop(name, None)
+        self._settling.discard(name)
+        self._deadlines.pop(name, None)
 
 
 def _jobset_uids(evidence: EvidenceSet, name: str) -> frozenset[str]:

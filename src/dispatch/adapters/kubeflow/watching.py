@@ -27,7 +27,6 @@ from typing import Any
 
 from dispatch.adapters.kubeflow.attribution import TrainJobRef
 from dispatch.adapters.kubeflow.capture import Capture, Sleep
-from dispatch.adapters.kubeflow.causes_evidence import DELETED_SUFFIX
 from dispatch.adapters.kubeflow.verdict import Verdicts
 from dispatch.clock import Clock
 from dispatch.model import (
@@ -41,7 +40,7 @@ from dispatch.model import (
 )
 
 #: real seconds between re-judgements of outcomes that change with time alone
-RECHECK = 0.5
+RECHECK = 0.25
 
 Retire = Callable[[AttemptHandle | TrainJobRef, str], Awaitable[None]]
 Lookup = Callable[[TrainJobRef], Awaitable[list[Evidence]]]
@@ -49,10 +48,7 @@ Lookup = Callable[[TrainJobRef], Awaitable[list[Evidence]]]
 
 def latest_trainjob(capture: Capture, ref: TrainJobRef) -> tuple[Mapping[str, Any] | None, bool]:
     """The TrainJob as last seen, and whether it was seen deleted."""
-    for record in reversed(capture.records(ref)):
-        if record.kind == "trainjob":
-            return record.data, record.key.endswith(DELETED_SUFFIX)
-    return None, False
+    return capture.latest_trainjob(ref)
 
 
 def judge(
@@ -101,50 +97,68 @@ async def watch_attempts(
     sleep: Sleep = asyncio.sleep,
     recheck: float = RECHECK,
 ) -> AsyncIterator[Observation]:
-    """See the module docstring."""
+    """See the module docstring. Each round costs what changed, not what is followed: only
+    attempts with new records, never reported, or whose outcome may change with time alone
+    (``Verdicts.pending_names``) are judged, and only TrainJobs with new records or a new
+    judgement are checked for retirement."""
     refs = {(namespace_of(h), h.native): h for h in handles}
+    by_name: dict[str, list[TrainJobRef]] = {}
+    for ref in refs:
+        by_name.setdefault(ref[1], []).append(ref)
     capture.cover({ref[0] for ref in refs})
     await capture.synced.wait()
     shown: dict[TrainJobRef, tuple[object, ...]] = {}
-    looked_up: set[TrainJobRef] = set()
     reported: dict[TrainJobRef, Outcome] = {}
-    first = True
+    unseen = set(refs)  # neither shown by the streams nor read once yet
+    unreported, still_open = set(refs), set(refs)
+    recheck_retire: set[TrainJobRef] = set(capture.attribution.trainjobs)
     while True:
         capture.changed.clear()
         now = clock.now()
-        ready: list[Observation] = []
-        for ref in sorted(refs):
-            if ref not in looked_up and latest_trainjob(capture, ref)[0] is None:
+        changed = set(capture.fresh_refs())
+        for ref in sorted(unseen):
+            if capture.latest_trainjob(ref)[0] is None:
                 # the stream may not have shown it yet: read it once, never poll
                 try:
                     for record in await lookup(ref):
                         capture.seen(record.data)
                 except TransientError:
-                    continue  # judged on the next round
-                looked_up.add(ref)
+                    continue  # judged once it could be read
+            unseen.discard(ref)
+        pending = {r for name in verdicts.pending_names(now) for r in by_name.get(name, ())}
+        due = ((changed & refs.keys()) | pending | unreported) - unseen
+        ready: list[Observation] = []
+        taken: list[tuple[TrainJobRef, tuple[Evidence, ...]]] = []
+        for ref in sorted(due):
             fresh = capture.take(ref)
-            if not (first or fresh or verdicts.pending(ref[1], now)) and ref in reported:
-                continue
+            taken.append((ref, fresh))
             who = (cancelled or {}).get(ref)
             outcome, gone = judge(capture, verdicts, ref, now, reported.get(ref), cancelled_by=who)
             reported[ref] = outcome
+            unreported.discard(ref)
+            if outcome.is_terminal:
+                still_open.discard(ref)
             key = (outcome.state, outcome.cause, outcome.summary, gone)
-            if first or fresh or shown.get(ref) != key:
+            if fresh or shown.get(ref) != key:
                 shown[ref] = key
                 rerun = verdicts.rerun(ref[1])
                 extra = (rerun,) if rerun is not None else ()
                 evidence = (*fresh, *extra)
                 ready.append(Observation(refs[ref], outcome, evidence, observed_at=now, gone=gone))
         # retire before reporting: a consumer may stop iterating once it has the outcome
-        await _retire_due(capture, verdicts, refs, now, retire)
+        candidates = recheck_retire | changed | due
+        try:
+            recheck_retire = await _retire_due(capture, verdicts, refs, candidates, now, retire)
+        except BaseException:  # cancelled (e.g. the stream is replaced): nothing taken is lost
+            for ref, fresh in reversed(taken):
+                capture.give_back(ref, fresh)
+            raise
         for observation in ready:
             yield observation
-        first = False
-        ended = len(reported) == len(refs) and all(o.is_terminal for o in reported.values())
-        if ended and not any(
-            verdicts.must_retire(r[1], latest_trainjob(capture, r)[0]) for r in refs
-        ):
-            return
+        if not unreported and not still_open:
+            if not any(verdicts.must_retire(r[1], capture.latest_trainjob(r)[0]) for r in refs):
+                return
+            recheck_retire |= refs.keys()
         await _wait(capture.changed, sleep, recheck)
 
 
@@ -152,20 +166,31 @@ async def _retire_due(
     capture: Capture,
     verdicts: Verdicts,
     refs: Mapping[TrainJobRef, AttemptHandle],
+    candidates: set[TrainJobRef],
     now: float,
     retire: Retire,
-) -> None:
-    """Delete every TrainJob that must not run again (watched or judged before)."""
-    for ref in sorted(capture.attribution.trainjobs):
-        if ref not in refs and capture.take(ref) and verdicts.standings.get(ref[1]):
-            judge(capture, verdicts, ref, now, None)  # notices a re-run
-        trainjob, deleted = latest_trainjob(capture, ref)
+) -> set[TrainJobRef]:
+    """Delete every TrainJob among ``candidates`` that must not run again (watched or judged
+    before); returns those whose deletion failed, to try again."""
+    again: set[TrainJobRef] = set()
+    for ref in sorted(candidates):
+        standing = verdicts.standings.get(ref[1])
+        ended = standing is not None and standing.final is not None
+        # the new records of an attempt that ended only matter to notice a re-run (those of
+        # attempts still open wait for the stream that follows them)
+        if ref not in refs and ended and capture.take(ref):
+            judge(capture, verdicts, ref, now, None)
+        trainjob, deleted = capture.latest_trainjob(ref)
         why = None if deleted else verdicts.must_retire(ref[1], trainjob)
         if why is None:
             continue
-        with contextlib.suppress(TransientError):
+        try:
             await retire(refs.get(ref) or ref, why)
+        except TransientError:
+            again.add(ref)
+        else:
             verdicts.retired(ref[1])
+    return again
 
 
 async def _wait(event: asyncio.Event, sleep: Sleep, seconds: float) -> None:
