@@ -43,7 +43,8 @@ from dispatch.model import (
 #: real seconds between re-judgements of outcomes that change with time alone
 RECHECK = 0.5
 
-Retire = Callable[[AttemptHandle | TrainJobRef, str], Awaitable[None]]
+#: deletes a TrainJob that must not run again if, read afresh, it still must not; True if done
+Retire = Callable[[AttemptHandle | TrainJobRef, str], Awaitable[bool]]
 Lookup = Callable[[TrainJobRef], Awaitable[list[Evidence]]]
 
 
@@ -161,8 +162,8 @@ async def _retire_due(
         if why is None:
             continue
         with contextlib.suppress(TransientError):
-            await retire(refs.get(ref) or ref, why)
-            verdicts.retired(ref[1])
+            if await retire(refs.get(ref) or ref, why):
+                verdicts.retired(ref[1])
 
 
 async def _wait(event: asyncio.Event, sleep: Sleep, seconds: float) -> None:
