@@ -51,9 +51,10 @@ def test_scale_dispatch_loses_nothing_and_watches_once(results: dict[str, Any]) 
     jobs = ours["jobs"]
     assert (ours["ended"], ours["reported"]) == (jobs, jobs)
     assert (ours["lost"], ours["duplicated"], ours["wrongState"]) == (0, 0, 0)
-    # watch streams do not grow with N: the stream is restarted only when the set of live
-    # attempts changes (each job joins and leaves it once), never opened per job
-    assert ours["watchesStarted"] <= 2 * jobs + 5
+    # watch streams do not grow with N: one per watched kind (8: TrainJobs, JobSets, Jobs,
+    # Pods, both Event APIs, Workloads, Nodes), never one per job; a stream behind a job's end
+    # lists and watches again, so for a moment an old and a new one may both be open
+    assert ours["peakOpenWatches"] <= 2 * 8
     counts = ours["requestsByKind"]
     assert counts["create trainjobs"] == jobs
     # following the jobs: one adoption GET per start, lists and watches shared by all jobs
@@ -94,12 +95,6 @@ def test_reliability_has_no_violation_no_loss_no_crash(results: dict[str, Any]) 
     assert reliability["fuzz"]["specs"] > 0 and reliability["fuzz"]["runtimes"] > 0
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known bug, seen once in CI: with every fault at once (API errors, dropped "
-    "watches, supervisor kills) 10 jobs ended but only 8 TrainJobs were counted; not yet "
-    "explained (see the session note on issue 10)",
-)
 def test_every_fault_run_created_one_trainjob_per_job(results: dict[str, Any]) -> None:
     for run in results["reliability"]["faults"]:
         assert run["trainJobs"] == run["jobs"], run

@@ -116,6 +116,26 @@ def test_an_exit_after_the_pods_deletion_is_not_a_cause() -> None:
     assert any("#status.conditions[Failed]" in e.key for e in result.evidence)
 
 
+def test_an_exit_recorded_before_a_prompt_deletion_is_the_cause() -> None:
+    # rank 1 exits 7 and its pod is force-deleted half a second later (a clean-up): the state
+    # recorded before the deletion shows the exit came first, whatever the clock skew
+    failed = crashed(1, 7, 1000)
+    records = [
+        object_evidence(failed, epoch(1000.2)),
+        object_evidence(failed, epoch(1000.5), deleted=True),
+        object_evidence(
+            trainjob([cond("Failed", "True", 1002, "FailedJobs", "jobset failed")]), epoch(1002)
+        ),
+    ]
+    result = derive_outcome(EvidenceSet.from_evidence(records), Inputs())
+    assert (result.state, result.cause) == (State.FAILED, Cause.APP_ERROR)
+    assert result.first_failure is not None
+    assert (result.first_failure.rank, result.first_failure.exit_code) == (1, 7)
+    # seen only in its deletion record, the same exit is not told apart from a kill
+    gone = derive_outcome(EvidenceSet.from_evidence(records[1:]), Inputs())
+    assert gone.cause is Cause.UNKNOWN
+
+
 def test_oom_in_last_state_counts_and_node_pressure_is_not_oom() -> None:
     oom = alive(0)
     oom["status"]["containerStatuses"][0]["lastState"] = terminated(

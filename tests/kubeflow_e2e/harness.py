@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +26,13 @@ from dispatch.model import parse_spec
 from dispatch.records import SqliteRecords
 from dispatch.supervise import Supervisor
 from dispatch.testing.k8s import ClusterConfig, Emulator
-from dispatch.testing.k8s.controllers import ClusterQueue, KueueConfig, standard_controllers
-from dispatch.testing.k8s.scenario import Scenario
+from dispatch.testing.k8s.controllers import (
+    ClusterQueue,
+    KueueConfig,
+    NodeLifecycle,
+    standard_controllers,
+)
+from dispatch.testing.k8s.scenario import ClusterEvent, Scenario
 from tests.conftest import EXAMPLES
 
 NAMESPACE = "ml-team"
@@ -64,11 +71,12 @@ class World:
         nodes: tuple[str, ...] = ("node-1", "node-2", "node-3", "node-4"),
         **settings: Any,
     ) -> None:
+        self.controllers = standard_controllers(scenario, kueue_config)
         config = ClusterConfig(
             namespaces=("default", NAMESPACE, "kubeflow-system"),
             nodes=nodes,
             time_scale=time_scale,
-            controllers=standard_controllers(scenario, kueue_config),
+            controllers=self.controllers,
             compaction_window=1e9,
             bookmark_interval=5.0,
         )
@@ -144,6 +152,44 @@ class World:
         cluster = self.emulator.cluster
         rtype = cluster.rtype(api_version, kind)
         return self.emulator.call(lambda: [dict(o) for o in cluster.store.objects(rtype)])
+
+    def pods(self, job: str) -> list[dict[str, Any]]:
+        """The live pods of ``job`` (any attempt), by the label dispatch puts on them."""
+        return [
+            p
+            for p in self.objects("Pod", "v1")
+            if (p["metadata"].get("labels") or {}).get("dispatch.dev/job") == job
+        ]
+
+    def running(self, job: str, count: int = 2) -> list[dict[str, Any]] | None:
+        """``job``'s pods when ``count`` of them are Running, else None."""
+        pods = self.pods(job)
+        up = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        return up if len(up) >= count else None
+
+    def disrupt(self, action: str, **fields: Any) -> None:
+        """Carry out a scenario cluster event now (``nodeNotReady``, ``drainNode``, ...)."""
+        lifecycle = next(c for c in self.controllers if isinstance(c, NodeLifecycle))
+        event = ClusterEvent(at=0.0, action=action, namespace=NAMESPACE, **fields)
+        self.emulator.call(lambda: lifecycle.apply(event))
+
+    def when(
+        self, ready: Callable[[], Any], then: Callable[[Any], None], timeout: float = 60.0
+    ) -> threading.Thread:
+        """Call ``then(value)`` on a thread as soon as ``ready()`` returns a truthy value."""
+
+        def wait() -> None:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                value = ready()
+                if value:
+                    then(value)
+                    return
+                time.sleep(0.02)
+
+        thread = threading.Thread(target=wait, daemon=True)
+        thread.start()
+        return thread
 
     def close(self) -> None:
         self.records.close()

@@ -90,6 +90,22 @@ def test_a_rerun_after_the_end_is_reported_and_retired() -> None:
     assert verdicts.must_retire("tj", failed) is None
 
 
+def test_a_jobset_first_shown_after_the_end_is_the_attempts_own_not_a_rerun() -> None:
+    # the TrainJob's Failed (deadline) arrived before the JobSet stream showed its JobSet
+    verdicts = Verdicts(patience=600.0)
+    late = trainjob(conditions=[{"type": "Failed", "status": "True", "reason": "DeadlineExceeded",
+                                 "lastTransitionTime": "2026-01-01T00:00:11Z"}])  # fmt: skip
+    records = [object_evidence(late, 1.0)]
+    final = verdicts.judge("tj", records, 20.0, settled=True)
+    assert final is not None and final.cause is Cause.TIMEOUT
+    shown = [*records, object_evidence(jobset("js1", "3"), 21.0)]
+    verdicts.judge("tj", shown, 22.0)
+    assert verdicts.rerun("tj") is None and verdicts.must_retire("tj", late) is None
+    again = [*shown, object_evidence(jobset("js2", "30"), 40.0)]  # then a real re-run
+    verdicts.judge("tj", again, 41.0)
+    assert verdicts.rerun("tj") is not None
+
+
 def test_an_attempt_ended_while_its_trainjob_is_suspended_is_retired() -> None:
     verdicts = Verdicts(patience=60.0)
     queued = {**trainjob(), "spec": {"suspend": True}}

@@ -344,18 +344,30 @@ class KubeflowAdapter:
         async with self.connection.session() as session:
             return await snapshot(session, ref[0], ref[1], self.context.clock.now())
 
-    async def _retire(self, target: AttemptHandle | TrainJobRef, why: str) -> None:
-        """Delete a TrainJob whose attempt is over, saying why (``dispatch.dev/retired``)."""
+    async def _retire(self, target: AttemptHandle | TrainJobRef, why: str) -> bool:
+        """Delete a TrainJob whose attempt is over, saying why (``dispatch.dev/retired``);
+        True when it was deleted. The TrainJob is read first and judged as it is now: the
+        streams may lag behind it (Trainer may have marked it ``Failed`` meanwhile), and a
+        deletion needlessly destroys evidence the records may not hold yet."""
         namespace, name = self._ref(target) if isinstance(target, AttemptHandle) else target
         async with self.connection.session() as session:
+            current = await session.get(TRAINJOBS, name, namespace)
+            if current is None:
+                return False
+            current.setdefault("kind", "TrainJob")
+            self.capture().seen(current)
+            why = self._verdicts.must_retire(name, current) or ""
+            if not why:
+                return False
             note = {"metadata": {"annotations": {ANNOTATION_RETIRED: why}}}
             try:
                 await session.merge_patch(TRAINJOBS, name, note, namespace)
             except NotFound:
-                return
+                return False
             except ApiRejected:
                 pass  # the note is lost; the deletion still happens
             await session.delete(TRAINJOBS, name, namespace, propagation="Foreground")
+            return True
 
     async def cancel(self, handle: AttemptHandle, actor: str, reason: str) -> None:
         namespace = self._namespace_of(handle)

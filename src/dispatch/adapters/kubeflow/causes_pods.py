@@ -7,7 +7,9 @@ reported once.
 Consequences are left out here: a container that exited after its pod's deletion was
 requested (``deletionTimestamp`` minus the grace period) was killed by that deletion (a Job
 failure, a JobSet restart, Kueue suspending the TrainJob, the deadline, a cancel), so its
-exit code proves nothing about the application.
+exit code proves nothing about the application. Only states seen while a deletion was asked
+for get that treatment (with the ``SKEW`` tolerance): an exit recorded in a state without
+``deletionTimestamp`` came before the deletion, however soon after it the pod was deleted.
 """
 
 from __future__ import annotations
@@ -185,9 +187,11 @@ class _PodReader:
             elif kind == "PodScheduled" and reason == "Unschedulable" and status == "False":
                 self.unschedulable(sighting, cond)
         self.pod_reason(obj, fallback)
+        # a state seen while no deletion was asked for came before it (watches deliver in order)
+        undeleted = not sighting.deleted and dig(obj, "metadata", "deletionTimestamp") is None
         for init, key in ((True, "initContainerStatuses"), (False, "containerStatuses")):
             for index, status in enumerate(_statuses(obj, key)):
-                self.container(obj, status, init, key, index, fallback)
+                self.container(obj, status, init, key, index, fallback, undeleted)
 
     def disruption(self, obj: Any, cond: Mapping[str, Any], reason: str, at: float | None) -> None:
         cause, text = DISRUPTIONS.get(
@@ -244,13 +248,14 @@ class _PodReader:
         key: str,
         index: int,
         fallback: float | None,
+        undeleted: bool = False,
     ) -> None:
         name = text_of(status.get("name")) or f"#{index}"
         path = f"status.{key}[{name}]"
         for which in ("lastState", "state"):
             term = dig(status, which, "terminated")
             if isinstance(term, Mapping):
-                self.terminated(obj, term, f"{path}.{which}.terminated", init, name)
+                self.terminated(obj, term, f"{path}.{which}.terminated", init, name, undeleted)
             started = when(dig(status, which, "running"), "startedAt")
             if started is None and isinstance(term, Mapping):
                 started = when(term, "startedAt")
@@ -290,8 +295,16 @@ class _PodReader:
             self.add(self.facts.recoveries, ("restart", name), fact)
 
     def terminated(
-        self, obj: Any, term: Mapping[str, Any], field_path: str, init: bool, container: str
+        self,
+        obj: Any,
+        term: Mapping[str, Any],
+        field_path: str,
+        init: bool,
+        container: str,
+        undeleted: bool = False,
     ) -> None:
+        """``undeleted``: seen in a state with no deletion asked for, so the exit cannot be a
+        consequence of the deletion, however close in time the deletion followed."""
         code = as_int(term.get("exitCode"))
         reason = text_of(term.get("reason"))
         end = when(term, "finishedAt")
@@ -304,7 +317,8 @@ class _PodReader:
             return
         if code is None or code == 0 or reason == "ContainerStatusUnknown":
             return
-        if self.deleting is not None and end is not None and end >= self.deleting - SKEW:
+        killed = self.deleting is not None and end is not None and end >= self.deleting - SKEW
+        if killed and not undeleted:
             return  # killed by the pod's deletion: a consequence, not a cause
         cause = Cause.START_FAILURE if init else Cause.APP_ERROR
         what = "init container" if init else "container"

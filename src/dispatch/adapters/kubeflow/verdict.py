@@ -17,7 +17,9 @@
   its ranks twice under one ``DISPATCH_ATTEMPT``), dispatch ended it (waited past patience,
   image pull failure, ...), or it ran again after it ended (platform reference A.7: Trainer
   re-creates the JobSet of a failed TrainJob whose JobSet disappeared) — that re-run is
-  reported as ``unplanned_recovery`` evidence. A suspended TrainJob of an ended attempt is
+  reported as ``unplanned_recovery`` evidence (a re-run is a JobSet uid other than those
+  shown when the outcome became final, or, if none was shown then, the first shown after).
+  The retiring code reads the TrainJob again first and judges it as it is then. A suspended TrainJob of an ended attempt is
   always retired (Kueue resumes what it suspended). A TrainJob that is ``Complete`` or
   ``Failed``, not suspended, and runs nothing new is left for post-mortems.
 """
@@ -152,7 +154,13 @@ class Verdicts:
         fresh = EvidenceSet.from_evidence(records[start:])
         if not everything:
             standing.searched = len(records)
-        new = _jobset_uids(fresh, name) - standing.jobset_uids
+        found = _jobset_uids(fresh, name)
+        if not standing.jobset_uids:
+            # no JobSet shown when the outcome became final (its stream lagged): the first
+            # ones shown are the attempt's own, not a re-run
+            standing.jobset_uids = found
+            return
+        new = found - standing.jobset_uids
         if new and standing.rerun is None:
             standing.rerun = _rerun_evidence(name, sorted(new), now)
 

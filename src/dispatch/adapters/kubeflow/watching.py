@@ -42,7 +42,8 @@ from dispatch.model import (
 #: real seconds between re-judgements of outcomes that change with time alone
 RECHECK = 0.25
 
-Retire = Callable[[AttemptHandle | TrainJobRef, str], Awaitable[None]]
+#: deletes a TrainJob that must not run again if, read afresh, it still must not; True if done
+Retire = Callable[[AttemptHandle | TrainJobRef, str], Awaitable[bool]]
 Lookup = Callable[[TrainJobRef], Awaitable[list[Evidence]]]
 
 
@@ -185,11 +186,12 @@ async def _retire_due(
         if why is None:
             continue
         try:
-            await retire(refs.get(ref) or ref, why)
+            done = await retire(refs.get(ref) or ref, why)
         except TransientError:
             again.add(ref)
         else:
-            verdicts.retired(ref[1])
+            if done:
+                verdicts.retired(ref[1])
     return again
 
 

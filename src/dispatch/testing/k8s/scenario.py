@@ -11,6 +11,7 @@ A scenario is built in Python or read from YAML/JSON (camelCase keys)::
     events:
       - {at: 30, action: nodeNotReady, node: node-1}
       - {at: 40, action: preemptPod, pod: myjob-node-0-0-abcde}
+      - {at: 50, action: drainNode, node: node-2}          # or evictPod, shutdownNode
 
 A pod can also carry its own scenario: a container env var ``EMULATOR_SCENARIO`` holding the
 same YAML/JSON (only ``pods`` and ``default`` are read from it), so a test of the Kubeflow
@@ -78,7 +79,8 @@ class PodFacts:
 @dataclass(frozen=True)
 class ClusterEvent:
     """At emulated second ``at`` (from cluster start): ``nodeNotReady``, ``nodeReady``,
-    ``deleteNode``, ``preemptPod`` (a pod name or ``pod_selector`` labels), ``addNode``."""
+    ``deleteNode``, ``addNode``, ``drainNode``, ``shutdownNode`` (a ``node``), ``preemptPod``,
+    ``evictPod`` (a ``pod`` name or ``pod_selector`` labels, in ``namespace``)."""
 
     at: float
     action: str

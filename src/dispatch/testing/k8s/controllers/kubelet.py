@@ -110,7 +110,10 @@ class Kubelet:
             pod = self.cluster.store.get(self.cluster.rtype("v1", "Pod"), *key)
         except ApiError:
             return None
-        return None if pod["metadata"].get("deletionTimestamp") else pod
+        if pod["metadata"].get("deletionTimestamp"):
+            return None
+        # a pod that ended behind the kubelet's back (graceful node shutdown) stays as it is
+        return None if (pod.get("status") or {}).get("phase") in TERMINAL else pod
 
     def _facts(self, pod: JsonObj) -> PodFacts:
         labels = pod["metadata"].get("labels") or {}

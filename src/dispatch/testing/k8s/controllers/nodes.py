@@ -9,7 +9,11 @@ the scenario's cluster-event timeline.
   ``DisruptionTarget=True/DeletionByTaintManager`` ("Taint manager: deleting due to NoExecute
   taint"), gets event ``TaintManagerEviction`` and is deleted (it stays Terminating: no kubelet).
 * PodGC: a pod bound to a node that no longer exists gets ``DisruptionTarget=True/
-  DeletionByPodGC``, phase Failed, and is force-deleted.
+  DeletionByPodGC`` and phase Failed (unless it had finished already), and is force-deleted.
+* Timeline actions (:meth:`NodeLifecycle.apply`): ``nodeNotReady``, ``nodeReady``,
+  ``deleteNode``, ``addNode``, ``preemptPod`` (scheduler preemption), ``evictPod`` (Eviction
+  API), ``drainNode`` (``kubectl drain``), ``shutdownNode`` (graceful node shutdown, as on a
+  spot reclaim); the last three are in :mod:`~dispatch.testing.k8s.controllers.disruptions`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dispatch.testing.k8s.controllers.base import (
     set_condition,
     write_status,
 )
+from dispatch.testing.k8s.controllers.disruptions import drain_node, evict_pod, shut_down_node
 from dispatch.testing.k8s.controllers.scheduler import Scheduler, tolerates
 from dispatch.testing.k8s.errors import ApiError
 from dispatch.testing.k8s.meta import parse_rfc3339, rfc3339
@@ -81,6 +86,13 @@ class NodeLifecycle(Reconciler):
         elif event.action == "preemptPod" and self.scheduler is not None:
             for ns, name in self._pods(event):
                 self.scheduler.preempt(ns, name)
+        elif event.action == "evictPod" and (event.pod or event.pod_selector):
+            for ns, name in self._pods(event):
+                evict_pod(self.cluster, ns, name)
+        elif event.action == "drainNode" and event.node:
+            drain_node(self.cluster, event.node)
+        elif event.action == "shutdownNode" and event.node:
+            shut_down_node(self.cluster, event.node)
         else:
             raise ValueError(f"unknown or incomplete cluster event {event}")
 
@@ -174,12 +186,12 @@ class NodeLifecycle(Reconciler):
         pod_type = self.rtype("v1", "Pod")
         for pod in self._on_node(node):
             status = copy.deepcopy(pod.get("status") or {})
-            set_condition(status.setdefault("conditions", []), "DisruptionTarget", "True", "DeletionByPodGC",
-                          "PodGC: node no longer exists", self.now())  # fmt: skip
             if status.get("phase") not in ("Succeeded", "Failed"):
+                set_condition(status.setdefault("conditions", []), "DisruptionTarget", "True", "DeletionByPodGC",
+                              "PodGC: node no longer exists", self.now())  # fmt: skip
                 status["phase"] = "Failed"
+                write_status(self.cluster, pod_type, pod, status)
             m = pod["metadata"]
-            write_status(self.cluster, pod_type, pod, status)
             self.cluster.store.delete(pod_type, m["namespace"], m["name"], grace_period_seconds=0)
 
 
