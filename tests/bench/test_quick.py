@@ -60,7 +60,10 @@ def test_scale_dispatch_loses_nothing_and_watches_once(results: dict[str, Any]) 
     # following the jobs: one adoption GET per start, lists and watches shared by all jobs
     assert counts["get trainjobs"] == jobs
     assert counts.get("list trainjobs", 0) <= jobs + 2
-    assert ours["requestsPerJob"] < 15
+    # per job: 5 to submit; once per run ~30 to probe the cluster (3 per job at N = 10); and at
+    # a job's end, up to 2 per stream still behind it (a list and a new watch: at most once a
+    # second per stream, so this part stops growing with N)
+    assert ours["requestsPerJob"] < 25
     sdk = rows.get("sdk", {})
     if "error" in sdk and sdk["error"].startswith("skipped"):
         return

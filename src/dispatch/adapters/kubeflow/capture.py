@@ -20,8 +20,9 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
   until every kind has delivered what happened before it (streams of different kinds lag
   differently). A stream is caught up with ``v`` once it delivered ``v`` or later. A quiet
   stream delivers nothing (its bookmarks come about once a minute), so an open stream still
-  behind ``v`` ``QUIET`` seconds after ``since`` lists again (at most every ``RELIST_EVERY``
-  seconds): a list is a consistent read, so afterwards the stream is past ``v`` exactly.
+  behind ``v`` ``QUIET`` seconds after ``since`` that delivered nothing for ``QUIET`` seconds
+  lists again (at most every ``RELIST_EVERY`` seconds): a list is a consistent read, so
+  afterwards the stream is past ``v`` exactly. Streams still delivering are left to it.
 * ``synced`` is set once every stream has made its first list (or was skipped), so a first
   judgement is not made on half the evidence. ``changed`` is set whenever a record is filed.
 """
@@ -95,6 +96,7 @@ class Capture:
         self._streams: dict[Stream, tuple[WatchedKind, asyncio.Task[None]]] = {}
         self._listed_objects: dict[Stream, dict[str, Mapping[str, Any]]] = {}
         self._relisted_at: dict[Stream, float] = {}
+        self._delivered_at: dict[Stream, float] = {}
 
     # --- records ----------------------------------------------------------------------------
 
@@ -207,6 +209,8 @@ class Capture:
             version = self._versions.get(stream)
             if version is None or version >= position or stream not in self._open:
                 continue  # listing already, caught up, or recovering by itself
+            if now - self._delivered_at.get(stream, -math.inf) < QUIET:
+                continue  # still delivering: it gets past ``position`` by itself
             if now - self._relisted_at.get(stream, -math.inf) < RELIST_EVERY:
                 continue
             self._relisted_at[stream] = now
@@ -299,6 +303,7 @@ class Capture:
             self._mark_synced(listed)
 
     def _advance(self, stream: Stream, version: str) -> None:
+        self._delivered_at[stream] = self.clock.now()
         number = int(version) if version.isdigit() else None
         before = self._versions.get(stream)
         if number is not None and (before is None or number > before):
