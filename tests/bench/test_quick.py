@@ -61,8 +61,8 @@ def test_scale_dispatch_loses_nothing_and_watches_once(results: dict[str, Any]) 
     assert counts["get trainjobs"] == jobs
     assert counts.get("list trainjobs", 0) <= jobs + 2
     # per job: 5 to submit; once per run ~30 to probe the cluster (3 per job at N = 10); and at
-    # a job's end, up to 2 per stream still behind it (a list and a new watch: at most once a
-    # second per stream, so this part stops growing with N)
+    # a job's end, up to 2 per stream still behind it (a list and a new watch: at most every two
+    # seconds per stream, so this part stops growing with N)
     assert ours["requestsPerJob"] < 25
     sdk = rows.get("sdk", {})
     if "error" in sdk and sdk["error"].startswith("skipped"):

@@ -52,7 +52,7 @@ BACKOFF = (0.2, 5.0)
 #: healthy API server delivers watch events within milliseconds)
 QUIET = 0.25
 #: a stream lists again for that reason at most once in this many seconds
-RELIST_EVERY = 1.0
+RELIST_EVERY = 2.0
 
 Sleep = Callable[[float], Awaitable[None]]
 #: one stream: the watched kind's name and its namespace (None: cluster-scoped)
@@ -338,10 +338,16 @@ class Capture:
         for key, last in known.items():
             if key not in now:
                 self.seen(last, deleted=True)
+        unchanged = {
+            key
+            for key, item in now.items()
+            if key in known and _version_of(known[key]) == _version_of(item) != ""
+        }
         known.clear()
         known.update(now)
-        for item in items:
-            self.seen(item)
+        for key, state in now.items():
+            if key not in unchanged:  # a state already filed is not filed again
+                self.seen(state)
         return text_of(dig(listing, "metadata", "resourceVersion"))
 
     def _note(self, text: str) -> None:
@@ -361,3 +367,7 @@ class Capture:
         self._opened = None
         self._session = None
         self._namespaces.clear()
+
+
+def _version_of(obj: Mapping[str, Any]) -> str:
+    return text_of(dig(obj, "metadata", "resourceVersion"))
