@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import math
 from collections.abc import Callable, Collection
-from dataclasses import replace
 
 from dispatch.adapters.base import Adapter
 from dispatch.clock import Clock
@@ -25,10 +24,8 @@ from dispatch.model import (
     AttemptHandle,
     Cause,
     ConfigError,
-    Evidence,
     Job,
     LeaseLost,
-    Observation,
     Outcome,
     PermanentError,
     State,
@@ -37,8 +34,14 @@ from dispatch.model import (
 )
 from dispatch.records import Intent, IntentStatus, Lease, Records
 from dispatch.supervise.decide import Decision, DecisionKind, next_decision
+from dispatch.supervise.recording import (
+    log_decision,
+    log_decision_once,
+    record_observation,
+    record_refusal,
+)
 from dispatch.supervise.report import JobReport, StepReport
-from dispatch.supervise.view import DECISION, JobView, fold, last_decision, load_history
+from dispatch.supervise.view import JobView, fold, load_history
 from dispatch.supervise.watching import Watcher
 
 START, CANCEL = "start", "cancel"
@@ -214,22 +217,24 @@ class Supervisor:
             await self._cancel(job, view, decision, view.attempt.handle)
             return True
         if kind is DecisionKind.HOLD:
-            self._log(job.id, decision, attempt=view.attempt_number)
+            log_decision(self.records, self.owner, job.id, decision, attempt=view.attempt_number)
             cause = view.attempt.cause if view.attempt else None
             self.records.set_job_status(job.id, State.HELD, cause, decision.reason, if_open=True)
             return False
         if kind is DecisionKind.FINISH and decision.state is not None:
-            self._log(job.id, decision, attempt=view.attempt_number)
+            log_decision(self.records, self.owner, job.id, decision, attempt=view.attempt_number)
             self.records.set_job_status(
                 job.id, decision.state, decision.cause, decision.reason, if_open=True
             )
             self.records.release_lease(job.id, self.owner)
             return False
         if kind is DecisionKind.WAIT:
-            self._log_once(job.id, decision)
+            log_decision_once(self.records, self.owner, job.id, decision)
             self.records.set_job_status(job.id, State.PENDING, None, decision.reason, if_open=True)
         elif kind is DecisionKind.NOTHING and view.held:
-            self._log_once(job.id, decision, attempt=view.attempt_number)
+            log_decision_once(
+                self.records, self.owner, job.id, decision, attempt=view.attempt_number
+            )
         return False
 
     # --- the operations -------------------------------------------------------------------
@@ -259,7 +264,7 @@ class Supervisor:
             handle = await adapter.start(job, attempt)
         except (Unsupported, PermanentError) as exc:
             self._renew(job.id)
-            self._refused(job, attempt, exc)
+            record_refusal(self.records, job.id, attempt, exc, self.clock.now())
             self.records.close_intent(intent.id, result={"refused": str(exc)})
             return
         self._renew(job.id)
@@ -268,28 +273,10 @@ class Supervisor:
             job.id, attempt, Outcome(state=State.QUEUED, summary="handed to the scheduler")
         )
         if decision is not None:
-            self._log(job.id, decision)
+            log_decision(self.records, self.owner, job.id, decision)
         summary = decision.reason if decision else f"attempt {attempt} adopted"
         self.records.set_job_status(job.id, State.QUEUED, None, summary, if_open=True)
         self.records.close_intent(intent.id, result={"handle": handle.to_json()})
-
-    def _refused(self, job: Job, attempt: int, exc: PermanentError) -> None:
-        reasons = exc.reasons if isinstance(exc, Unsupported) else ()
-        facts = [
-            Evidence(
-                kind="refusal",
-                key=f"refusal/{r.rule}",
-                observed_at=self.clock.now(),
-                summary=r.message,
-                data={"rule": r.rule},
-            )
-            for r in reasons
-        ] or [
-            Evidence(kind="refusal", key="refusal", observed_at=self.clock.now(), summary=str(exc))
-        ]
-        self.records.add_evidence(job.id, attempt, facts)
-        outcome = Outcome(state=State.FAILED, cause=Cause.START_FAILURE, summary=str(exc))
-        self.records.record_outcome(job.id, attempt, outcome)
 
     def _seed(self, job: Job, attempt: int, handle: AttemptHandle) -> None:
         """Once per attempt and process: hand the recorded evidence back to an adapter that
@@ -310,38 +297,7 @@ class Supervisor:
                 return False  # the watch stream will say when something changes
             observation = await self.adapter(job.cluster).observe(handle)
         self._renew(job.id)
-        return self._record(job, attempt, observation)
-
-    def _record(self, job: Job, attempt: int, observation: Observation) -> bool:
-        """Store an observation; True when the attempt's state or cause changed."""
-        outcome = replace(observation.outcome, evidence=())
-        if observation.gone and not outcome.is_terminal:
-            outcome = Outcome(
-                state=State.FAILED,
-                cause=Cause.UNKNOWN,
-                summary=f"the scheduler has no trace of attempt {attempt} any more",
-            )
-        evidence = (*observation.outcome.evidence, *observation.evidence)
-        self.records.add_evidence(job.id, attempt, evidence)
-        before = next(a for a in self.records.attempts(job.id) if a.attempt == attempt).outcome
-        changed = before is None or (before.state, before.cause) != (outcome.state, outcome.cause)
-        if not changed:
-            return False
-        self.records.record_outcome(job.id, attempt, outcome)
-        self.records.append_log(
-            job.id,
-            "attempt",
-            {
-                "attempt": attempt,
-                "state": outcome.state.value,
-                "cause": outcome.cause.value if outcome.cause else None,
-                "summary": outcome.summary,
-            },
-        )
-        if not outcome.is_terminal:
-            summary = f"attempt {attempt}: {outcome.summary}" if outcome.summary else ""
-            self.records.set_job_status(job.id, outcome.state, None, summary, if_open=True)
-        return True
+        return record_observation(self.records, job.id, attempt, observation)
 
     async def _cancel(
         self, job: Job, view: JobView, decision: Decision, handle: AttemptHandle
@@ -353,30 +309,13 @@ class Supervisor:
         reason = view.cancel.reason if view.cancel else decision.reason
         await self.adapter(job.cluster).cancel(handle, actor, reason)
         self._renew(job.id)
-        self._log(job.id, decision)
+        log_decision(self.records, self.owner, job.id, decision)
         if decision.cause is Cause.UNPLANNED_RECOVERY:
             outcome = Outcome(
                 state=State.FAILED, cause=Cause.UNPLANNED_RECOVERY, summary=decision.reason
             )
             self.records.record_outcome(job.id, attempt, outcome)
         self.records.close_intent(intent.id, result={"actor": actor})
-
-    # --- the log --------------------------------------------------------------------------
-
-    def _log(self, job_id: str, decision: Decision, *, attempt: int | None = None) -> None:
-        data = decision.to_json()
-        if data["attempt"] is None and attempt:
-            data["attempt"] = attempt
-        self.records.append_log(job_id, DECISION, {**data, "owner": self.owner})
-
-    def _log_once(self, job_id: str, decision: Decision, *, attempt: int | None = None) -> None:
-        """Log a quiet decision only when it differs from the last one logged."""
-        last = last_decision(self.records.log(job_id))
-        if last is None or (last.get("action"), last.get("reason")) != (
-            decision.kind.value,
-            decision.reason,
-        ):
-            self._log(job_id, decision, attempt=attempt)
 
     # --- long-lived modes -----------------------------------------------------------------
 
