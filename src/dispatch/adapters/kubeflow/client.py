@@ -125,12 +125,10 @@ class Connection:
         self.context = context
         self.request_timeout = request_timeout
         self._configuration: client.Configuration | None = None
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, client.ApiClient] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._keepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
-            weakref.WeakKeyDictionary()
-        )
+        #: per event loop: its shared client, and the task that closes it when the loop ends
+        self._clients: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[client.ApiClient, asyncio.Task[None]]
+        ] = weakref.WeakKeyDictionary()
 
     async def configuration(self) -> client.Configuration:
         if self._configuration is None:
@@ -159,13 +157,10 @@ class Connection:
 
     async def _client(self) -> client.ApiClient:
         loop = asyncio.get_running_loop()
-        api = self._clients.get(loop)
-        if api is None:
+        if loop not in self._clients:
             api = client.ApiClient(await self.configuration())
-            self._clients[loop] = api
-            keeper = loop.create_task(self._close_at_loop_end(loop, api))
-            self._keepers[loop] = keeper
-        return api
+            self._clients[loop] = (api, loop.create_task(self._close_at_loop_end(loop, api)))
+        return self._clients[loop][0]
 
     async def _close_at_loop_end(
         self, loop: asyncio.AbstractEventLoop, api: client.ApiClient
@@ -174,15 +169,15 @@ class Connection:
         try:
             await asyncio.Event().wait()
         finally:
-            if self._clients.get(loop) is api:
+            if self._clients.get(loop, (None,))[0] is api:
                 del self._clients[loop]
-            self._keepers.pop(loop, None)
             await api.close()
 
     async def aclose(self) -> None:
         """Close the running loop's client (the next ``session()`` makes a new one)."""
-        keeper = self._keepers.get(asyncio.get_running_loop())
-        if keeper is not None:
+        found = self._clients.get(asyncio.get_running_loop())
+        if found is not None:
+            keeper = found[1]
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper

@@ -179,12 +179,10 @@ class Verdicts:
         """The outcome may change without new evidence about this TrainJob: a terminal
         outcome waits to settle (on the streams' progress, or time), or a wait reaches the
         patience (at ``now``; None: at any time)."""
-        standing = self.standings.get(name)
-        if standing is None or standing.final is not None:
-            return False
-        if standing.terminal_since is not None or standing.judged is None:
+        if name in self._settling:
             return True
-        return standing.changes_at is not None and (now is None or now >= standing.changes_at)
+        at = self._deadlines.get(name)
+        return at is not None and (now is None or now >= at)
 
     def must_retire(self, name: str, trainjob: Mapping[str, Any] | None) -> str | None:
         """Why the TrainJob must be deleted now, or None (see the module docstring)."""

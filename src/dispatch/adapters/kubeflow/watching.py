@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
 
 from dispatch.adapters.kubeflow.attribution import TrainJobRef
 from dispatch.adapters.kubeflow.capture import Capture, Sleep
@@ -47,11 +46,6 @@ Retire = Callable[[AttemptHandle | TrainJobRef, str], Awaitable[bool]]
 Lookup = Callable[[TrainJobRef], Awaitable[list[Evidence]]]
 
 
-def latest_trainjob(capture: Capture, ref: TrainJobRef) -> tuple[Mapping[str, Any] | None, bool]:
-    """The TrainJob as last seen, and whether it was seen deleted."""
-    return capture.latest_trainjob(ref)
-
-
 def judge(
     capture: Capture,
     verdicts: Verdicts,
@@ -66,7 +60,7 @@ def judge(
     terminal outcome settles the TrainJob is never reported gone, even when it was deleted
     (e.g. retired by a supervisor that died before recording the end): the outcome that
     proves the end is on its way, and ``gone`` with an open outcome would end it ``unknown``."""
-    trainjob, deleted = latest_trainjob(capture, ref)
+    trainjob, deleted = capture.latest_trainjob(ref)
     outcome = verdicts.judge(
         ref[1],
         capture.records(ref),
