@@ -8,7 +8,7 @@ import click
 
 from dispatch.api import JobStatus
 from dispatch.cli import render
-from dispatch.cli.common import Settings, emit_json, fail, output_option, report_errors
+from dispatch.cli.common import Settings, fail, output_option, report_errors
 from dispatch.cli.session import client
 from dispatch.model import NotFound
 
@@ -50,8 +50,4 @@ def command(
         )
     finally:
         api.close()
-    if output == "json":
-        emit_json(status.to_json())
-        return
-    for line in render.status_lines(status):
-        click.echo(line)
+    render.show_status(status, output)

@@ -7,7 +7,7 @@ import asyncio
 import click
 
 from dispatch.cli import render
-from dispatch.cli.common import Settings, emit_json, output_option, report_errors
+from dispatch.cli.common import Settings, output_option, report_errors
 from dispatch.cli.session import client
 
 
@@ -24,11 +24,9 @@ def command(settings: Settings, job: str, output: str) -> None:
         status = asyncio.run(api.release(job))
     finally:
         api.close()
+    render.show_status(status, output)
     if output == "json":
-        emit_json(status.to_json())
         return
-    for line in render.status_lines(status):
-        click.echo(line)
     click.echo(
         click.style(
             f"released: a supervisor starts attempt {len(status.attempts) + 1} next; "

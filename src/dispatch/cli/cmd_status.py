@@ -7,7 +7,7 @@ import asyncio
 import click
 
 from dispatch.cli import render
-from dispatch.cli.common import Settings, emit_json, fail, output_option, report_errors
+from dispatch.cli.common import Settings, fail, output_option, report_errors
 from dispatch.cli.session import client
 from dispatch.model import NotFound
 
@@ -33,8 +33,4 @@ def command(settings: Settings, job: str | None, output: str) -> None:
             fail(str(exc), output=output)
     finally:
         api.close()
-    if output == "json":
-        emit_json(status.to_json())
-        return
-    for line in render.status_lines(status):
-        click.echo(line)
+    render.show_status(status, output)

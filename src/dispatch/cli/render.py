@@ -7,6 +7,7 @@ import datetime as dt
 import click
 
 from dispatch.api import JobStatus
+from dispatch.cli.common import emit_json
 from dispatch.model import Plan, State
 
 _COLORS = {
@@ -63,6 +64,15 @@ def status_lines(status: JobStatus, *, evidence_limit: int = 8) -> list[str]:
     if status.attempts:
         lines.append(f"logs      dispatch logs {status.id}")
     return lines
+
+
+def show_status(status: JobStatus, output: str) -> None:
+    """The job's status: one JSON object (``--output json``) or the text lines."""
+    if output == "json":
+        emit_json(status.to_json())
+        return
+    for line in status_lines(status):
+        click.echo(line)
 
 
 def plan_lines(plan: Plan) -> list[str]:
