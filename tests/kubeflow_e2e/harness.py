@@ -22,7 +22,7 @@ from dispatch.adapters.base import Adapter, AdapterContext
 from dispatch.adapters.kubeflow import KubeflowAdapter
 from dispatch.clock import CountingIds
 from dispatch.config import ClusterConfig as DispatchCluster
-from dispatch.model import parse_spec
+from dispatch.model import Cause, State, parse_spec
 from dispatch.records import SqliteRecords
 from dispatch.supervise import Supervisor
 from dispatch.testing.k8s import ClusterConfig, Emulator
@@ -194,3 +194,21 @@ class World:
     def close(self) -> None:
         self.records.close()
         self.emulator.stop()
+
+
+def attempt_outcome(world: World, job: str) -> tuple[State, Cause | None, int | None, int | None]:
+    """The single attempt's state, cause, first failing rank and its exit code."""
+    [attempt] = world.records.attempts(job)
+    assert attempt.outcome is not None
+    first = attempt.outcome.first_failure
+    return (
+        attempt.outcome.state,
+        attempt.outcome.cause,
+        first.rank if first else None,
+        first.exit_code if first else None,
+    )
+
+
+def proof_keys(world: World, job: str) -> set[str]:
+    """Keys of the proof excerpts recorded with the outcome (``Kind/name#field``)."""
+    return {e.key for e in world.records.evidence(job, 1) if "#" in e.key and "@" not in e.key}

@@ -15,7 +15,7 @@ from typing import Any
 
 from dispatch.model import Cause, State
 
-from .harness import World
+from .harness import World, attempt_outcome, proof_keys
 
 FAIL_ALWAYS = {"rules": [], "unmatched": "fail"}
 LONG = {"default": {"runFor": 600}}
@@ -46,25 +46,8 @@ def _disrupt_rank_1(world: World, job: str, action: str, target: str) -> dict[st
     return hit
 
 
-def _outcome(world: World, job: str) -> tuple[State, Cause | None, int | None, str | None]:
-    [attempt] = world.records.attempts(job)
-    assert attempt.outcome is not None
-    first = attempt.outcome.first_failure
-    return (
-        attempt.outcome.state,
-        attempt.outcome.cause,
-        first.rank if first else None,
-        first.exit_code if first else None,
-    )
-
-
-def _proofs(world: World, job: str) -> set[str]:
-    """Keys of the proof excerpts recorded with the outcome (``Kind/name#field``)."""
-    return {e.key for e in world.records.evidence(job, 1) if "#" in e.key and "@" not in e.key}
-
-
 def _proved_by_condition(world: World, job: str, pod: str) -> bool:
-    return f"Pod/{pod}#status.conditions[DisruptionTarget]" in _proofs(world, job)
+    return f"Pod/{pod}#status.conditions[DisruptionTarget]" in proof_keys(world, job)
 
 
 def _recorded(world: World, job: str, pod: str) -> list[dict[str, Any]]:
@@ -92,7 +75,7 @@ def _gone(world: World, pod: str) -> bool:
 def test_scheduler_preemption(world: World) -> None:
     job = _submit(world, "sched")
     hit = _disrupt_rank_1(world, job, "preemptPod", "pod")
-    assert _outcome(world, job) == (State.FAILED, Cause.PREEMPTED, 1, None)
+    assert attempt_outcome(world, job) == (State.FAILED, Cause.PREEMPTED, 1, None)
     assert _proved_by_condition(world, job, hit["pod"])
     assert "PreemptionByScheduler" in _conditions(
         _recorded(world, job, hit["pod"]), "DisruptionTarget"
@@ -103,7 +86,7 @@ def test_scheduler_preemption(world: World) -> None:
 def test_drain_evicts_through_the_eviction_api(world: World) -> None:
     job = _submit(world, "drain")
     hit = _disrupt_rank_1(world, job, "drainNode", "node")
-    assert _outcome(world, job) == (State.FAILED, Cause.PREEMPTED, 1, None)
+    assert attempt_outcome(world, job) == (State.FAILED, Cause.PREEMPTED, 1, None)
     record = world.records.get_job(job)
     assert "Eviction API" in record.summary
     assert _proved_by_condition(world, job, hit["pod"])
@@ -116,7 +99,7 @@ def test_drain_evicts_through_the_eviction_api(world: World) -> None:
 def test_spot_reclaim_by_graceful_node_shutdown(world: World) -> None:
     job = _submit(world, "spot")
     hit = _disrupt_rank_1(world, job, "shutdownNode", "node")
-    assert _outcome(world, job) == (State.FAILED, Cause.PREEMPTED, 1, None)
+    assert attempt_outcome(world, job) == (State.FAILED, Cause.PREEMPTED, 1, None)
     pods = _recorded(world, job, hit["pod"])
     assert "TerminationByKubelet" in _conditions(pods, "DisruptionTarget")
     assert any((p.get("status") or {}).get("reason") == "Terminated" for p in pods)
@@ -127,8 +110,8 @@ def test_spot_reclaim_by_graceful_node_shutdown(world: World) -> None:
 def test_node_not_ready_then_taint_eviction(world: World) -> None:
     job = _submit(world, "notready")
     hit = _disrupt_rank_1(world, job, "nodeNotReady", "node")
-    assert _outcome(world, job) == (State.FAILED, Cause.NODE_LOST, 1, None)
-    assert any(f"Node/{hit['node']}" in k for k in _proofs(world, job))
+    assert attempt_outcome(world, job) == (State.FAILED, Cause.NODE_LOST, 1, None)
+    assert any(f"Node/{hit['node']}" in k for k in proof_keys(world, job))
     kinds = {e.key.split("/")[0] for e in world.records.evidence(job, 1) if "@" in e.key}
     assert "Node" in kinds
 
@@ -136,7 +119,7 @@ def test_node_not_ready_then_taint_eviction(world: World) -> None:
 def test_node_deleted_pod_gc(world: World) -> None:
     job = _submit(world, "nodegone")
     hit = _disrupt_rank_1(world, job, "deleteNode", "node")
-    assert _outcome(world, job) == (State.FAILED, Cause.NODE_LOST, 1, None)
+    assert attempt_outcome(world, job) == (State.FAILED, Cause.NODE_LOST, 1, None)
     assert "DeletionByPodGC" in _conditions(_recorded(world, job, hit["pod"]), "DisruptionTarget")
     assert _proved_by_condition(world, job, hit["pod"])
     assert _gone(world, hit["pod"])

@@ -17,26 +17,9 @@ import yaml
 from dispatch.model import Cause, State, Unsupported
 from dispatch.testing.k8s.watch import Change
 
-from .harness import NAMESPACE, QUEUE, RUNTIME, TRAINER, World, kueue
+from .harness import NAMESPACE, QUEUE, RUNTIME, TRAINER, World, attempt_outcome, kueue, proof_keys
 
 FAIL_ALWAYS = {"rules": [], "unmatched": "fail"}
-
-
-def _attempt(world: World, job: str) -> tuple[State, Cause | None, int | None, int | None]:
-    [attempt] = world.records.attempts(job)
-    assert attempt.outcome is not None
-    first = attempt.outcome.first_failure
-    return (
-        attempt.outcome.state,
-        attempt.outcome.cause,
-        first.rank if first else None,
-        first.exit_code if first else None,
-    )
-
-
-def _proofs(world: World, job: str) -> set[str]:
-    """Keys of the proof excerpts recorded with the outcome (``Kind/name#field``)."""
-    return {e.key for e in world.records.evidence(job, 1) if "#" in e.key and "@" not in e.key}
 
 
 def _recorded_pods(world: World, job: str) -> list[dict[str, Any]]:
@@ -68,8 +51,8 @@ def test_app_error_on_one_rank_then_its_peer_crashes(world: World) -> None:
         recovery=FAIL_ALWAYS,
     )  # fmt: skip
     asyncio.run(world.supervise())
-    assert _attempt(world, job) == (State.FAILED, Cause.APP_ERROR, 1, 3)
-    assert any("-1-" in k and "containerStatuses[node]" in k for k in _proofs(world, job))
+    assert attempt_outcome(world, job) == (State.FAILED, Cause.APP_ERROR, 1, 3)
+    assert any("-1-" in k and "containerStatuses[node]" in k for k in proof_keys(world, job))
     assert 3 in _exit_codes(_recorded_pods(world, job)).get(1, set())
 
 
@@ -107,7 +90,7 @@ def test_evidence_deleted_before_the_job_ends(world: World) -> None:
     world.emulator.call(lambda: cluster.store.on_change(janitor))
     asyncio.run(world.supervise())
     assert deleted and world.pods(job) == []
-    assert _attempt(world, job) == (State.FAILED, Cause.APP_ERROR, 1, 7)
+    assert attempt_outcome(world, job) == (State.FAILED, Cause.APP_ERROR, 1, 7)
     assert 7 in _exit_codes(_recorded_pods(world, job)).get(1, set())
 
 
@@ -124,11 +107,11 @@ def patient(tmp_path: Path) -> Iterator[World]:
 def test_unschedulable_past_patience(patient: World) -> None:
     job = patient.submit("toobig", {}, resources={"cpu": "9"}, recovery=FAIL_ALWAYS)
     asyncio.run(patient.supervise())
-    state, cause, rank, code = _attempt(patient, job)
+    state, cause, rank, code = attempt_outcome(patient, job)
     assert (state, cause, code) == (State.FAILED, Cause.NO_CAPACITY, None)
     assert rank in (0, 1)
     assert "Insufficient cpu" in patient.records.get_job(job).summary
-    assert any("#status.conditions[PodScheduled]" in k for k in _proofs(patient, job))
+    assert any("#status.conditions[PodScheduled]" in k for k in proof_keys(patient, job))
     # the TrainJob dispatch gave up on was deleted, so it does not get placed later
     assert not [
         o
@@ -194,12 +177,12 @@ def test_runtime_patch_naming_a_missing_init_container(tmp_path: Path) -> None:
         world.records.request_cancel(planning.id, "test", "only used for planning")
 
         asyncio.run(world.supervise(timeout=120))
-        state, cause, rank, _ = _attempt(world, job.id)
+        state, cause, rank, _ = attempt_outcome(world, job.id)
         assert (state, cause, rank) == (State.FAILED, Cause.START_FAILURE, None)
         [attempt] = world.records.attempts(job.id)
         assert attempt.handle is not None and attempt.handle.data.get("adopted") is True
         assert "no pod was ever created" in world.records.get_job(job.id).summary
-        assert any(k.startswith("Workload/") for k in _proofs(world, job.id))
+        assert any(k.startswith("Workload/") for k in proof_keys(world, job.id))
         assert not world.pods(job.id)
         live = {o["metadata"]["name"] for o in world.objects("TrainJob", TRAINER)}
         assert attempt.handle.native not in live
