@@ -126,14 +126,19 @@ def _local(found: dict[str, Any]) -> list[str]:
             [
                 [
                     r["launcher"], r["runs"],
-                    f"{r['wallMedian']:.3f} ({r['wallMin']:.3f}-{r['wallMax']:.3f})",
-                    f"{r['stopMedian']:.3f} ({r['stopMin']:.3f}-{r['stopMax']:.3f})",
+                    _spread(r, "wall"),
+                    _spread(r, "stop"),
                     f"{r['wallOverhead']:+.1%}",
                 ]
                 for r in found["rows"]
             ],
         )  # fmt: skip
     return lines
+
+
+def _spread(row: dict[str, Any], name: str) -> str:
+    """``median (min-max)`` of a figure recorded as ``<name>Median``/``Min``/``Max``."""
+    return f"{row[name + 'Median']:.3f} ({row[name + 'Min']:.3f}-{row[name + 'Max']:.3f})"
 
 
 def _slurm(found: dict[str, Any]) -> list[str]:
@@ -144,8 +149,8 @@ def _slurm(found: dict[str, Any]) -> list[str]:
             [
                 [
                     r["tool"], r["runs"], r["poll"],
-                    f"{r['submitMedian']:.3f} ({r['submitMin']:.3f}-{r['submitMax']:.3f})",
-                    f"{r['noticeMedian']:.3f} ({r['noticeMin']:.3f}-{r['noticeMax']:.3f})",
+                    _spread(r, "submit"),
+                    _spread(r, "notice"),
                 ]
                 for r in found["rows"]
             ],
