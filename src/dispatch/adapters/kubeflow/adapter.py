@@ -53,7 +53,7 @@ from dispatch.adapters.kubeflow.plan import NO_RUNTIME, plan_objects, runtime_ve
 from dispatch.adapters.kubeflow.probe import ClusterFacts, answers, probe, refusals
 from dispatch.adapters.kubeflow.rules import RuntimeVerdict, check_runtime
 from dispatch.adapters.kubeflow.settings import KubeflowSettings, parse_settings
-from dispatch.adapters.kubeflow.snapshot import snapshot
+from dispatch.adapters.kubeflow.snapshot import merged, snapshot
 from dispatch.adapters.kubeflow.states import (
     ANNOTATION_CANCEL_REASON,
     ANNOTATION_CANCELLED_BY,
@@ -304,16 +304,25 @@ class KubeflowAdapter:
             self._capture.seed(ref, evidence)
 
     async def observe(self, handle: AttemptHandle) -> Observation:
-        """Reads the attempt's objects once (``snapshot``) and derives the outcome over them
-        and the seeded evidence; changes nothing."""
+        """Reads the attempt's objects (``snapshot``) and derives the outcome over them and the
+        seeded evidence; changes nothing. A snapshot that shows the attempt ended is read a
+        second time, so that what explains the end is read after it."""
         ref = self._ref(handle)
         now = self.context.clock.now()
+        seeded, cancelled_by = self._seeded.get(ref, ()), self._cancelled.get(ref)
         async with self.connection.session() as session:
             records = await snapshot(session, ref[0], ref[1], now)
-        present = any(r.kind == "trainjob" for r in records)
-        everything = [*self._seeded.get(ref, ()), *records]
+            present = any(r.kind == "trainjob" for r in records)
+            if present and self._verdicts.would_end(ref[1], [*seeded, *records], now, cancelled_by):
+                # One snapshot is several reads, not one consistent cut: the end read last
+                # (an Event, the JobSet) may postdate the pods read first, so what explains
+                # it may be missing. Every read of a second snapshot comes after that end.
+                later = await snapshot(session, ref[0], ref[1], self.context.clock.now())
+                present = any(r.kind == "trainjob" for r in later)
+                records = merged(records, later)
+        everything = [*seeded, *records]
         outcome = self._verdicts.judge(
-            ref[1], everything, now, cancelled_by=self._cancelled.get(ref), settled=True
+            ref[1], everything, now, cancelled_by=cancelled_by, settled=True
         )
         if outcome is None or (not present and not outcome.is_terminal):
             where = f"{ref[0]}/{ref[1]}"

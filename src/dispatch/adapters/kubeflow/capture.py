@@ -83,6 +83,7 @@ class Capture:
         self._keys: dict[TrainJobRef, set[str]] = {}
         self._fresh: dict[TrainJobRef, list[Evidence]] = {}
         self._trainjob: dict[TrainJobRef, tuple[Mapping[str, Any], bool]] = {}
+        self._newest: dict[TrainJobRef, int] = {}  # the newest resourceVersion filed per ref
         self._nodes: dict[str, Mapping[str, Any]] = {}
         self._node_sent: set[tuple[TrainJobRef, str, str]] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -134,13 +135,16 @@ class Capture:
         self._records.setdefault(ref, []).append(record)
         if record.kind == "trainjob":
             self._trainjob[ref] = (record.data, record.key.endswith(DELETED_SUFFIX))
+        version = _version_of(record.data)
+        if version.isdigit() and int(version) > self._newest.get(ref, 0):
+            self._newest[ref] = int(version)
         if fresh:
             self._fresh.setdefault(ref, []).append(record)
             self.changed.set()
 
     def forget(self, ref: TrainJobRef) -> None:
         """Drop everything kept for a TrainJob dispatch no longer follows."""
-        for table in (self._records, self._keys, self._fresh, self._trainjob):
+        for table in (self._records, self._keys, self._fresh, self._trainjob, self._newest):
             table.pop(ref, None)
         self._node_sent = {k for k in self._node_sent if k[0] != ref}
         self.attribution.forget(ref)
@@ -309,10 +313,13 @@ class Capture:
         if number is not None and (before is None or number > before):
             self._versions[stream] = number
 
-    def position(self) -> int | None:
-        """The newest resourceVersion any stream has reached (None: not comparable)."""
+    def position(self, ref: TrainJobRef | None = None) -> int | None:
+        """The newest resourceVersion any stream has reached, or any record of ``ref`` shows
+        (those read once, outside the streams, may be newer; None: not comparable)."""
         known = [v for v in self._versions.values() if v is not None]
-        return max(known) if known else None
+        if not known:
+            return None
+        return max(*known, self._newest.get(ref, 0)) if ref is not None else max(known)
 
     def caught_up(self, position: int, since: float | None = None) -> bool:
         """Every stream has delivered everything up to ``position`` (resourceVersions are

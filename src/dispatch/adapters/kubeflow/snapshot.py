@@ -7,6 +7,10 @@ namespace, the Nodes its pods ran on) and returns them as ``object_evidence`` re
 reads the present only: what the cluster already deleted is in the records store, which the
 supervisor hands back (``KubeflowAdapter.seed_evidence``). A kind the cluster does not serve
 is skipped.
+
+The reads of one snapshot are not one consistent cut of the cluster (each list is read at
+its own moment), so ``observe`` reads a snapshot that shows an end twice and ``merged`` joins
+the two.
 """
 
 from __future__ import annotations
@@ -66,3 +70,9 @@ async def snapshot(session: Session, namespace: str, name: str, at: float) -> li
     return [
         object_evidence(obj, at) for obj in found if obj.get("kind") == "Node" or index.assign(obj)
     ]
+
+
+def merged(first: list[Evidence], later: list[Evidence]) -> list[Evidence]:
+    """The records of two snapshots, each object state once (by key), the first's first."""
+    keys = {r.key for r in first}
+    return [*first, *(r for r in later if r.key not in keys)]

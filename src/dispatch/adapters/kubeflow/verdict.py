@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dispatch.adapters.kubeflow.causes import Inputs, diagnose
+from dispatch.adapters.kubeflow.causes import Diagnosis, Inputs, diagnose
 from dispatch.adapters.kubeflow.causes_evidence import EvidenceSet, text_of
 from dispatch.adapters.kubeflow.shape import dig
 from dispatch.model import Cause, Evidence, Outcome, State
@@ -105,14 +105,7 @@ class Verdicts:
         if not settled and standing.judged is not None and standing.judged[0] == key and not due:
             outcome = standing.judged[1]
         else:
-            inputs = Inputs(
-                patience=self.patience,
-                now=now,
-                restarts_allowed=self.restarts_allowed,
-                cancelled_by=cancelled_by,
-                trainjob=name,
-            )
-            diagnosis = diagnose(EvidenceSet.from_evidence(records), inputs)
+            diagnosis = self._diagnose(name, records, now, cancelled_by)
             outcome = diagnosis.outcome
             if not settled:
                 standing.judged, standing.changes_at = (key, outcome), diagnosis.changes_at
@@ -135,6 +128,32 @@ class Verdicts:
             standing.searched = 0 if settled else len(records)
             return outcome
         return None
+
+    def would_end(
+        self,
+        name: str,
+        records: Sequence[Evidence],
+        now: float,
+        cancelled_by: str | None = None,
+    ) -> bool:
+        """Whether these records would end the attempt now, if judged (nothing is remembered);
+        False once the outcome is final, since then no judgement changes it."""
+        standing = self.standings.get(name)
+        if standing is not None and standing.final is not None:
+            return False
+        return self._diagnose(name, records, now, cancelled_by).outcome.is_terminal
+
+    def _diagnose(
+        self, name: str, records: Sequence[Evidence], now: float, cancelled_by: str | None
+    ) -> Diagnosis:
+        inputs = Inputs(
+            patience=self.patience,
+            now=now,
+            restarts_allowed=self.restarts_allowed,
+            cancelled_by=cancelled_by,
+            trainjob=name,
+        )
+        return diagnose(EvidenceSet.from_evidence(records), inputs)
 
     def _look_for_rerun(
         self,

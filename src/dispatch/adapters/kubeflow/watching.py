@@ -67,7 +67,7 @@ def judge(
         now,
         cancelled_by=cancelled_by,
         settled=settled,
-        position=capture.position(),
+        position=capture.position(ref),
         caught_up=capture.caught_up,
     )
     if outcome is None:
