@@ -32,6 +32,7 @@ from pathlib import Path
 from dispatch.adapters.base import AdapterContext
 from dispatch.adapters.local import capabilities as caps
 from dispatch.adapters.local import causes, output, procs
+from dispatch.adapters.local.changes import Changes
 from dispatch.adapters.local.files import (
     RUNNER_MODULE,
     AttemptPaths,
@@ -63,7 +64,7 @@ from dispatch.model import (
 )
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-WATCH_INTERVAL = 0.05  # seconds between checks of the shared change marker
+WATCH_INTERVAL = 0.05  # seconds between checks of the change marker where inotify is missing
 WATCH_REFRESH = 1.0  # seconds between full re-reads even without a change (runner deaths)
 
 
@@ -256,34 +257,39 @@ class LocalAdapter:
         )
 
     async def watch(self, handles: Sequence[AttemptHandle]) -> AsyncIterator[Observation]:
-        """One loop for all handles: it stats the shared change marker each cycle and re-reads
-        the attempts only when some runner recorded a change (or every ``WATCH_REFRESH`` s,
-        which catches runners that died without a word)."""
+        """One loop for all handles: it waits for the shared change marker to move (woken by
+        inotify at once, ``changes.py``; else a stat every ``WATCH_INTERVAL`` s) and re-reads
+        the attempts only when some runner recorded a change, or every ``WATCH_REFRESH`` s,
+        which catches runners that died without a word."""
         seen: dict[tuple[str, int], tuple[object, ...]] = {}
+        clock = self.context.clock
         marker = self.context.state_dir / "jobs" / ".changed"
+        changes = Changes(marker.parent, clock, fallback=WATCH_INTERVAL)
         last_mark: int | None = -1
-        since_refresh = WATCH_REFRESH
-        while True:
-            try:
-                mark: int | None = marker.stat().st_mtime_ns
-            except FileNotFoundError:
-                mark = None
-            if mark != last_mark or since_refresh >= WATCH_REFRESH:
-                last_mark, since_refresh = mark, 0.0
-                for handle in handles:
-                    observation = await self.observe(handle)
-                    key = (handle.job_id, handle.attempt)
-                    signature = (
-                        observation.outcome.state,
-                        observation.outcome.cause,
-                        observation.gone,
-                        tuple(e.key for e in observation.evidence),
-                    )
-                    if seen.get(key) != signature:
-                        seen[key] = signature
-                        yield observation
-            await self.context.clock.sleep(WATCH_INTERVAL)
-            since_refresh += WATCH_INTERVAL
+        refreshed_at = clock.now()
+        try:
+            while True:
+                try:
+                    mark: int | None = marker.stat().st_mtime_ns
+                except FileNotFoundError:
+                    mark = None
+                if mark != last_mark or clock.now() - refreshed_at >= WATCH_REFRESH:
+                    last_mark, refreshed_at = mark, clock.now()
+                    for handle in handles:
+                        observation = await self.observe(handle)
+                        key = (handle.job_id, handle.attempt)
+                        signature = (
+                            observation.outcome.state,
+                            observation.outcome.cause,
+                            observation.gone,
+                            tuple(e.key for e in observation.evidence),
+                        )
+                        if seen.get(key) != signature:
+                            seen[key] = signature
+                            yield observation
+                await changes.wait(max(0.0, WATCH_REFRESH - (clock.now() - refreshed_at)))
+        finally:
+            changes.close()
 
     async def cancel(self, handle: AttemptHandle, actor: str, reason: str) -> None:
         paths = self.paths(handle.job_id, handle.attempt)

@@ -31,7 +31,10 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the runner starts faster
+if TYPE_CHECKING:
+    from typing import Any
 
 RUNNER_MODULE = "dispatch.adapters.local.runner"
 
