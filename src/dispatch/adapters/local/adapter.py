@@ -1,7 +1,7 @@
 """``LocalAdapter``: the embedded scheduler. A job's nodes run as process groups on this machine.
 
 ``start`` spawns one detached attempt runner per attempt (``runner.py``) and returns once the
-runner has claimed the attempt; the runner owns the processes, so the attempt survives the
+runner has claimed the attempt (it says so on a pipe, so ``start`` wakes at once); the runner owns the processes, so the attempt survives the
 process that called ``start`` (``dispatch submit`` returns at once) and any process can
 observe or cancel it later through the attempt directory (``files.py``). Differences from
 the SPI's general text:
@@ -34,6 +34,8 @@ from dispatch.adapters.local import capabilities as caps
 from dispatch.adapters.local import causes, output, procs
 from dispatch.adapters.local.changes import Changes
 from dispatch.adapters.local.files import (
+    CLAIMED,
+    READY_FD_ENV,
     RUNNER_MODULE,
     AttemptPaths,
     create_json,
@@ -189,11 +191,15 @@ class LocalAdapter:
         if lock is None:  # pragma: no cover - a blocking lock is always taken
             raise OutcomeUnknown("could not lock the attempt directory")
         try:
+            ready = None
             if not paths.claim.exists() and not self._spawned_runner_alive(paths):
                 if read_json(paths.launch) is None:
                     write_json(paths.launch, self._launch(job, attempt, free_port()).to_json())
-                self._spawn_runner(paths)
-            await self._wait_for_claim(paths)
+                ready = self._spawn_runner(paths)
+            if ready is None:  # adopting a runner another start spawned
+                await self._wait_for_claim(paths)
+            else:
+                await self._hear_claim(paths, ready)
         finally:
             os.close(lock)
         return self.handle(job.id, attempt, launch)
@@ -202,18 +208,54 @@ class LocalAdapter:
         spawn = read_json(paths.spawn)
         return spawn is not None and procs.is_runner(int(spawn["pid"]), paths.root, RUNNER_MODULE)
 
-    def _spawn_runner(self, paths: AttemptPaths) -> None:
-        with open(paths.runner_log, "ab") as log:
-            runner = subprocess.Popen(
-                [sys.executable, "-m", RUNNER_MODULE, str(paths.root)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # not stopped by the terminal's Ctrl-C or hang-up
-            )
+    def _spawn_runner(self, paths: AttemptPaths) -> int:
+        """Spawn the runner; returns the fd on which it says it claimed the attempt."""
+        ready, told = os.pipe()
+        try:
+            with open(paths.runner_log, "ab") as log:
+                runner = subprocess.Popen(
+                    [sys.executable, "-m", RUNNER_MODULE, str(paths.root)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env={**os.environ, READY_FD_ENV: str(told)},
+                    pass_fds=(told,),
+                    start_new_session=True,  # not stopped by the terminal's Ctrl-C or hang-up
+                )
+        except BaseException:
+            os.close(ready)
+            raise
+        finally:
+            os.close(told)
         write_json(paths.spawn, {"pid": runner.pid, "at": self.context.clock.now()})
         # reap it when it ends, so a long-lived caller does not collect zombies
         threading.Thread(target=runner.wait, daemon=True).start()
+        return ready
+
+    async def _hear_claim(self, paths: AttemptPaths, ready: int) -> None:
+        """Wait, without polling, for the runner just spawned to claim the attempt (it writes
+        ``CLAIMED`` on ``ready``) or to end without claiming it (end of file)."""
+        loop = asyncio.get_running_loop()
+        heard: asyncio.Future[bytes] = loop.create_future()
+
+        def readable() -> None:
+            if not heard.done():
+                heard.set_result(os.read(ready, 1))
+
+        loop.add_reader(ready, readable)
+        try:
+            await asyncio.wait({heard}, timeout=self.start_timeout)
+        finally:
+            loop.remove_reader(ready)
+            os.close(ready)
+        if paths.claim.exists():
+            return
+        if heard.done() and heard.result() != CLAIMED:
+            raise OutcomeUnknown(
+                f"the attempt runner ended before claiming the attempt; see {paths.runner_log}"
+            )
+        heard.cancel()
+        raise OutcomeUnknown(f"the attempt runner did not claim {paths.root} in time")
 
     async def _wait_for_claim(self, paths: AttemptPaths) -> None:
         waited = 0.0

@@ -38,7 +38,9 @@ from dispatch.adapters.local import cgroups, procs
 from dispatch.adapters.local.files import (
     AttemptPaths,
     read_json,
+    say_claimed,
     take_lock,
+    take_ready_fd,
     touch,
     write_json,
 )
@@ -359,6 +361,7 @@ def _failed(record: dict[str, Any]) -> bool:
 
 
 def main(argv: list[str]) -> int:
+    ready = take_ready_fd()
     paths = AttemptPaths(Path(argv[1]))
     raw = read_json(paths.launch)
     if raw is None:
@@ -366,7 +369,8 @@ def main(argv: list[str]) -> int:
         return 2
     launch = AttemptLaunch.from_json(raw)
     groups, memory = cgroups.setup_node_groups(launch)
-    watchdog_pid, done = fork_watchdog(paths, launch.tag, list(groups.values()))
+    inherited = () if ready is None else (ready,)
+    watchdog_pid, done = fork_watchdog(paths, launch.tag, list(groups.values()), inherited)
     try:
         if take_lock(paths.runner_lock, block=False) is None:
             return 0  # another runner holds this attempt
@@ -376,6 +380,7 @@ def main(argv: list[str]) -> int:
             return 0  # the attempt was already executed (or is being executed): never twice
         os.write(fd, str(os.getpid()).encode())
         os.close(fd)
+        say_claimed(ready)  # start returns now; the ranks start below, without that fd
         procs.become_subreaper()
         runner = Runner(launch, paths, groups, memory, watchdog_pid)
         runner.write()
