@@ -9,8 +9,9 @@ from elsewhere on the machine hits both alike):
 
 * wall time to completion of a trivial gloo script (``init_process_group``, one all_reduce,
   ``destroy_process_group``), measured from outside: from spawning the launcher's process to
-  its exit. For dispatch that process imports dispatch, starts the attempt through
-  ``LocalAdapter`` and follows it to its outcome, as ``dispatch run`` will.
+  its exit. For dispatch that process is the real ``dispatch run JOB.yaml --output json``
+  (fresh state directory, the embedded local cluster): it parses the spec, records the job,
+  supervises it in process (claim, start, follow) and prints the final object.
 * time from one rank's failure (rank 1 exits 3 after the all_reduce; it records the time just
   before exiting) to all ranks stopped (every rank pid gone or a zombie, polled every 2 ms).
 
@@ -131,22 +132,31 @@ def drive(workdir: str, state: str, fail: bool, mode: str) -> int:
 
 
 def launch(kind: str, workdir: Path, fail: bool) -> subprocess.Popen[bytes]:
+    """Start one launcher: torchrun alone, or the real ``dispatch run JOB.yaml`` (a fresh
+    state directory each time, no configuration file: the embedded local cluster)."""
     env = {**os.environ, "BENCH_OUT": str(workdir), "BENCH_FAIL": "1" if fail else "0"}
     env["TMPDIR"] = str(workdir)
     if kind == "torchrun":
         argv = [torchrun(), "--standalone", "--nproc-per-node", "4", "trivial.py"]
     else:
-        state = str(workdir / "state")
-        mode = {"dispatch+torchrun": "torchrun", "dispatch": "per-rank"}.get(kind, kind)
-        argv = [
-            sys.executable,
-            __file__,
-            "--drive",
-            str(workdir),
-            state,
-            "1" if fail else "0",
-            mode,
-        ]
+        command = (
+            ["torchrun", "trivial.py"] if kind == "dispatch+torchrun" else ["python", "trivial.py"]
+        )
+        spec = {
+            "name": "bench",
+            "nodes": 1,
+            "procsPerNode": 4,
+            "command": command,
+            "workingDir": str(workdir),
+            "env": {"BENCH_OUT": str(workdir), "BENCH_FAIL": "1" if fail else "0"},
+        }
+        (workdir / "job.yaml").write_text(json.dumps(spec))  # JSON is YAML
+        env["DISPATCH_STATE_DIR"] = str(workdir / "state")
+        (workdir / "clusters.yaml").write_text("{}\n")  # no cluster but the embedded local
+        env["DISPATCH_CONFIG"] = str(workdir / "clusters.yaml")
+        # torchrun is found beside this interpreter, as `pip install` puts it
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        argv = [sys.executable, "-m", "dispatch", "run", "job.yaml", "--output", "json"]
     return subprocess.Popen(
         argv, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )

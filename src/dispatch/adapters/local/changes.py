@@ -1,9 +1,9 @@
 """Waking a watcher as soon as some attempt's runner records a change.
 
 Every runner touches ``jobs/.changed`` after each status write (``files.py``). ``Changes``
-waits for that with Linux inotify on the ``jobs`` folder (through ctypes, standard library
-only), so ``watch`` learns of a change within a millisecond instead of at its next poll, and
-sleeps the rest of the time. Guarantees:
+waits for that with Linux inotify on the ``jobs`` folder (``inotify_simple``), so ``watch``
+learns of a change within a millisecond instead of at its next poll, and sleeps the rest of
+the time. Guarantees:
 
 * ``wait`` returns when something in the ``jobs`` folder changed since the previous ``wait``
   (events are queued by the kernel between calls, so none is lost), or after ``timeout``
@@ -17,23 +17,15 @@ sleeps the rest of the time. Guarantees:
 from __future__ import annotations
 
 import asyncio
-import ctypes
+import contextlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dispatch.clock import Clock
 
-_IN_NONBLOCK = os.O_NONBLOCK
-_IN_CLOEXEC = os.O_CLOEXEC
-# a file of the folder was touched, written, created, moved in or deleted
-_IN_MASK = 0x004 | 0x008 | 0x100 | 0x080 | 0x200  # ATTRIB CLOSE_WRITE CREATE MOVED_TO DELETE
-
-
-def _libc() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL(None, use_errno=True)  # this process's symbols, libc's among them
-    except OSError:  # pragma: no cover - a platform without dlopen(NULL)
-        return None
+if TYPE_CHECKING:
+    from inotify_simple import INotify
 
 
 class Changes:
@@ -41,25 +33,30 @@ class Changes:
 
     def __init__(self, jobs_dir: Path, clock: Clock, fallback: float) -> None:
         self.jobs_dir, self.clock, self.fallback = jobs_dir, clock, fallback
-        self._fd: int | None = None
-        self._lib = _libc()
+        self._inotify: INotify | None = None
 
-    def _open(self) -> int | None:
-        if self._fd is None and self._lib is not None and hasattr(self._lib, "inotify_init1"):
-            fd = int(self._lib.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
-            if fd < 0:
+    def _open(self) -> INotify | None:
+        if self._inotify is None:
+            try:
+                from inotify_simple import INotify, flags  # Linux only
+
+                made = INotify(nonblocking=True)
+            except (ImportError, OSError):  # not Linux, or no inotify instance left
                 return None
-            path = os.fsencode(self.jobs_dir)
-            if int(self._lib.inotify_add_watch(fd, path, _IN_MASK)) < 0:
-                os.close(fd)  # no folder yet, or no watch left: poll this time
+            # a file of the folder was touched, written, created, moved in or deleted
+            mask = flags.ATTRIB | flags.CLOSE_WRITE | flags.CREATE | flags.MOVED_TO | flags.DELETE
+            try:
+                made.add_watch(os.fspath(self.jobs_dir), mask)
+            except OSError:  # no folder yet, or no watch left: poll this time
+                made.close()
                 return None
-            self._fd = fd
-        return self._fd
+            self._inotify = made
+        return self._inotify
 
     async def wait(self, timeout: float) -> None:
         """Return on the next change in the folder, or after ``timeout`` seconds."""
-        fd = self._open()
-        if fd is None:
+        inotify = self._open()
+        if inotify is None:
             await self.clock.sleep(min(self.fallback, timeout))
             return
         loop = asyncio.get_running_loop()
@@ -69,25 +66,18 @@ class Changes:
             if not ready.done():
                 ready.set_result(None)
 
-        loop.add_reader(fd, readable)
+        loop.add_reader(inotify.fileno(), readable)
         sleeper = asyncio.ensure_future(self.clock.sleep(timeout))
         try:
             await asyncio.wait({ready, sleeper}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            loop.remove_reader(fd)
+            loop.remove_reader(inotify.fileno())
             sleeper.cancel()
             ready.cancel()
-        self._drain(fd)
-
-    @staticmethod
-    def _drain(fd: int) -> None:
-        try:
-            while os.read(fd, 4096):
-                pass
-        except BlockingIOError:
-            pass
+        with contextlib.suppress(BlockingIOError):
+            inotify.read(timeout=0)  # drain what woke us
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._inotify is not None:
+            self._inotify.close()
+            self._inotify = None
