@@ -9,20 +9,32 @@ from elsewhere on the machine hits both alike):
 
 * wall time to completion of a trivial gloo script (``init_process_group``, one all_reduce,
   ``destroy_process_group``), measured from outside: from spawning the launcher's process to
-  its exit. For dispatch that process imports dispatch, starts the attempt through
-  ``LocalAdapter`` and follows it to its outcome, as ``dispatch run`` will.
+  its exit. For dispatch that process is the real ``dispatch run JOB.yaml --output json``
+  (fresh state directory, the embedded local cluster): it parses the spec, records the job,
+  supervises it in process (claim, start, follow) and prints the final object.
 * time from one rank's failure (rank 1 exits 3 after the all_reduce; it records the time just
   before exiting) to all ranks stopped (every rank pid gone or a zombie, polled every 2 ms).
 
 Usage:  python bench/local_vs_torchrun.py [--repeat 7]
 Needs torch (pip install -e '.[torch]').
+
+``--trivial N`` measures dispatch's own share without torch, robust to a busy machine: N runs
+of the dispatch process with ``python -c pass`` as the job (1 node x 1 process), then N runs
+where rank 1 of 2 exits 3 while rank 0 sleeps. Medians of wall phases (spawn to the rank's
+exec, import, ``start``, the rank's end to the observed outcome, outcome to exit), of the
+dispatch process's own CPU time and of the CPU time of every process of a run (dispatch,
+runner, watchdog, rank), and, for failures, the runner's time from reaping the failed rank
+to reaping the last stopped one.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
+import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -56,20 +68,46 @@ dist.destroy_process_group()
 """
 
 
-def drive(workdir: str, state: str, fail: bool, torchrun: bool) -> int:
-    """Act as the dispatch process: start the attempt, follow it to its outcome."""
+#: trivial jobs (``--trivial``): no torch, so only dispatch's own work is measured
+TRIVIAL = ["python", "-c", "pass"]
+TRIVIAL_FAIL = [
+    "python",
+    "-c",
+    "import os, time\nif os.environ['RANK'] == '1':\n    time.sleep(0.2)\n    os._exit(3)\n"
+    "time.sleep(60)",
+]
+
+
+def _cpu_self() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def drive(workdir: str, state: str, fail: bool, mode: str) -> int:
+    """Act as the dispatch process: start the attempt, follow it to its outcome.
+
+    ``mode``: ``torchrun``, ``per-rank`` or ``trivial``; with ``BENCH_REPORT`` set, the times
+    and CPU of each phase are written there as JSON.
+    """
+    marks: dict[str, float] = {"enter": time.time(), "cpuEnter": _cpu_self()}
     from dispatch.adapters.base import AdapterContext
     from dispatch.adapters.local import LocalAdapter
     from dispatch.config import ClusterConfig
     from dispatch.model import Job, parse_spec
 
+    marks.update(imported=time.time(), cpuImported=_cpu_self())
     env = {"BENCH_OUT": workdir, "BENCH_FAIL": "1" if fail else "0"}
+    if mode == "trivial":
+        command, procs = TRIVIAL_FAIL if fail else TRIVIAL, 2 if fail else 1
+    else:
+        command = ["torchrun", "trivial.py"] if mode == "torchrun" else ["python", "trivial.py"]
+        procs = 4
     spec = parse_spec(
         {
             "name": "bench",
             "nodes": 1,
-            "procsPerNode": 4,
-            "command": ["torchrun", "trivial.py"] if torchrun else ["python", "trivial.py"],
+            "procsPerNode": procs,
+            "command": command,
             "workingDir": workdir,
             "env": env,
         }
@@ -77,32 +115,48 @@ def drive(workdir: str, state: str, fail: bool, torchrun: bool) -> int:
     adapter = LocalAdapter(ClusterConfig("local", "local"), AdapterContext(Path(state)))
 
     async def run() -> bool:
+        marks.update(parsed=time.time(), cpuParsed=_cpu_self())
         handle = await adapter.start(Job("bench-1", spec, 0.0), 1)
+        marks.update(started=time.time(), cpuStarted=_cpu_self())
         async for observation in adapter.watch([handle]):
             if observation.outcome.is_terminal:
+                marks.update(outcome=time.time(), cpuOutcome=_cpu_self())
                 return observation.outcome.cause is None
         return False
 
-    return 0 if asyncio.run(run()) else 1
+    ok = asyncio.run(run())
+    report = os.environ.get("BENCH_REPORT")
+    if report:
+        Path(report).write_text(json.dumps(marks))
+    return 0 if ok else 1
 
 
 def launch(kind: str, workdir: Path, fail: bool) -> subprocess.Popen[bytes]:
+    """Start one launcher: torchrun alone, or the real ``dispatch run JOB.yaml`` (a fresh
+    state directory each time, no configuration file: the embedded local cluster)."""
     env = {**os.environ, "BENCH_OUT": str(workdir), "BENCH_FAIL": "1" if fail else "0"}
     env["TMPDIR"] = str(workdir)
     if kind == "torchrun":
         argv = [torchrun(), "--standalone", "--nproc-per-node", "4", "trivial.py"]
     else:
-        state = str(workdir / "state")
-        mode = "torchrun" if kind == "dispatch+torchrun" else "per-rank"
-        argv = [
-            sys.executable,
-            __file__,
-            "--drive",
-            str(workdir),
-            state,
-            "1" if fail else "0",
-            mode,
-        ]
+        command = (
+            ["torchrun", "trivial.py"] if kind == "dispatch+torchrun" else ["python", "trivial.py"]
+        )
+        spec = {
+            "name": "bench",
+            "nodes": 1,
+            "procsPerNode": 4,
+            "command": command,
+            "workingDir": str(workdir),
+            "env": {"BENCH_OUT": str(workdir), "BENCH_FAIL": "1" if fail else "0"},
+        }
+        (workdir / "job.yaml").write_text(json.dumps(spec))  # JSON is YAML
+        env["DISPATCH_STATE_DIR"] = str(workdir / "state")
+        (workdir / "clusters.yaml").write_text("{}\n")  # no cluster but the embedded local
+        env["DISPATCH_CONFIG"] = str(workdir / "clusters.yaml")
+        # torchrun is found beside this interpreter, as `pip install` puts it
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        argv = [sys.executable, "-m", "dispatch", "run", "job.yaml", "--output", "json"]
     return subprocess.Popen(
         argv, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -159,6 +213,78 @@ def stop_time(kind: str, base: Path) -> float:
 KINDS = ("torchrun", "dispatch+torchrun", "dispatch")
 
 
+def _become_subreaper() -> None:
+    """Orphans (the attempt runner, once the dispatch process has exited) become our children,
+    so their CPU time is counted in RUSAGE_CHILDREN."""
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _cpu_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def trivial_run(base: Path, fail: bool) -> dict[str, float]:
+    """One run of the dispatch process with a trivial job; its phases in seconds."""
+    folder = fresh_dir(base, "trivial")
+    report = folder / "report.json"
+    os.environ["BENCH_REPORT"] = str(report)
+    cpu_before = _cpu_children()
+    spawned = time.time()
+    process = launch("trivial", folder, fail)
+    _, code, _ = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(code)
+    exited = time.time()
+    while True:  # the runner and its watchdog, re-parented to us
+        try:
+            os.wait4(-1, 0)
+        except ChildProcessError:
+            break
+    if process.returncode != (1 if fail else 0):
+        raise SystemExit(f"trivial run exited {process.returncode}")
+    marks = json.loads(report.read_text())
+    status = json.loads(next((folder / "state").glob("jobs/*/attempt-1/status.json")).read_text())
+    records = status["processes"]
+    figures = {
+        "spawn to rank started": records[0]["startedAt"] - spawned,
+        "spawn to dispatch code": marks["enter"] - spawned,
+        "import (wall)": marks["imported"] - marks["enter"],
+        "import (cpu)": marks["cpuImported"] - marks["cpuEnter"],
+        "start() (wall)": marks["started"] - marks["parsed"],
+        "start() (cpu)": marks["cpuStarted"] - marks["cpuParsed"],
+        "outcome to exit": exited - marks["outcome"],
+        "dispatch process cpu": marks["cpuOutcome"],
+        "all processes cpu": _cpu_children() - cpu_before,
+        "wall": exited - spawned,
+    }
+    if fail:
+        failed = next(r for r in records if r["exitCode"] == 3)
+        stopped = [r["endedAt"] for r in records if r["stoppedBy"]]
+        figures["failure reaped to all stopped"] = max(stopped) - failed["endedAt"]
+        figures["failure reaped to outcome"] = marks["outcome"] - failed["endedAt"]
+    else:
+        figures["rank ended to outcome"] = marks["outcome"] - records[0]["endedAt"]
+    return figures
+
+
+def trivial(runs: int) -> None:
+    """Print medians (min-max) of ``runs`` trivial successful runs, then of failing ones."""
+    _become_subreaper()
+    base = Path(tempfile.mkdtemp(prefix="dispatch-bench-"))
+    try:
+        for fail in (False, True):
+            samples = [trivial_run(base, fail) for _ in range(runs)]
+            print(f"{'failing' if fail else 'succeeding'} trivial job, {runs} runs, ms:")
+            for name in samples[0]:
+                values = [s[name] * 1000 for s in samples]
+                print(
+                    f"  {name:32s} {statistics.median(values):8.1f} "
+                    f"({min(values):.1f}-{max(values):.1f})"
+                )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def measure(repeat: int) -> dict[str, Any]:
     """``repeat`` rounds of every launcher (wall time, then stop time); medians and ranges."""
     base = Path(tempfile.mkdtemp(prefix="dispatch-bench-"))
@@ -193,11 +319,15 @@ def measure(repeat: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--trivial", type=int, metavar="N", help="dispatch's own share, N runs")
     parser.add_argument("--drive", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.drive:
         workdir, state, fail, mode = args.drive
-        sys.exit(drive(workdir, state, fail == "1", mode == "torchrun"))
+        sys.exit(drive(workdir, state, fail == "1", mode))
+    if args.trivial:
+        trivial(args.trivial)
+        return
     rows = measure(args.repeat)["rows"]
     print(
         f"runs per figure: {args.repeat}; CPUs: {os.cpu_count()}; python {sys.version.split()[0]}"

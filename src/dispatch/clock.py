@@ -6,7 +6,6 @@ Real implementations live here; the simulator and tests pass virtual ones.
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 from typing import Protocol
 
@@ -57,6 +56,8 @@ class IdGenerator(Protocol):
 
 
 def random_suffix(length: int = 5) -> str:
+    import secrets  # here, not at module level: ``dispatch.clock`` is on every import path
+
     return "".join(secrets.choice(_ALPHABET) for _ in range(length))
 
 

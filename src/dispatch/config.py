@@ -15,9 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-from platformdirs import user_config_dir, user_state_dir
-
 from dispatch.model import ConfigError, yaml12
 
 LOCAL = "local"
@@ -58,6 +55,8 @@ def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     if env.get("DISPATCH_CONFIG"):
         return Path(env["DISPATCH_CONFIG"]).expanduser()
+    from platformdirs import user_config_dir  # only when needed: slow to import
+
     return Path(user_config_dir("dispatch")) / "config.yaml"
 
 
@@ -66,6 +65,8 @@ def state_dir(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     if env.get("DISPATCH_STATE_DIR"):
         return Path(env["DISPATCH_STATE_DIR"]).expanduser()
+    from platformdirs import user_state_dir  # only when needed: slow to import
+
     return Path(user_state_dir("dispatch"))
 
 
@@ -122,6 +123,6 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         raise ConfigError(f"cannot read configuration file {file}: {exc}") from None
     try:
         data = yaml12.load(text)
-    except yaml.YAMLError as exc:
+    except yaml12.YAMLError as exc:
         raise ConfigError(f"{file}: not valid YAML: {exc}") from None
     return parse_config(data, source=file)

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-import yaml
 
 from dispatch.cli.common import (
     EXIT_ERROR,
@@ -83,7 +82,7 @@ def read_runtime(path: str) -> Mapping[str, Any]:
         raise ValueError(f"{path} is not UTF-8 text") from None
     try:
         documents = [doc for doc in yaml12.load_all(text) if doc is not None]
-    except yaml.YAMLError as exc:
+    except yaml12.YAMLError as exc:
         raise ValueError(f"{path} is not valid YAML or JSON: {exc}") from None
     except RecursionError:
         raise ValueError(f"{path} is nested too deeply to read") from None

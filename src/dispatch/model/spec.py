@@ -13,7 +13,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -339,7 +338,7 @@ def parse_spec_text(text: str, *, source: str | None = None) -> JobSpec:
     """Parse YAML (or JSON, which is YAML) text as a job spec."""
     try:
         data = yaml12.load(text)
-    except yaml.YAMLError as exc:
+    except yaml12.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(document)"
         problem = getattr(exc, "problem", None) or str(exc)

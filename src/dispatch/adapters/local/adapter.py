@@ -1,7 +1,7 @@
 """``LocalAdapter``: the embedded scheduler. A job's nodes run as process groups on this machine.
 
 ``start`` spawns one detached attempt runner per attempt (``runner.py``) and returns once the
-runner has claimed the attempt; the runner owns the processes, so the attempt survives the
+runner has claimed the attempt (it says so on a pipe, so ``start`` wakes at once); the runner owns the processes, so the attempt survives the
 process that called ``start`` (``dispatch submit`` returns at once) and any process can
 observe or cancel it later through the attempt directory (``files.py``). Differences from
 the SPI's general text:
@@ -32,7 +32,10 @@ from pathlib import Path
 from dispatch.adapters.base import AdapterContext
 from dispatch.adapters.local import capabilities as caps
 from dispatch.adapters.local import causes, output, procs
+from dispatch.adapters.local.changes import Changes
 from dispatch.adapters.local.files import (
+    CLAIMED,
+    READY_FD_ENV,
     RUNNER_MODULE,
     AttemptPaths,
     create_json,
@@ -63,7 +66,7 @@ from dispatch.model import (
 )
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-WATCH_INTERVAL = 0.05  # seconds between checks of the shared change marker
+WATCH_INTERVAL = 0.05  # seconds between checks of the change marker where inotify is missing
 WATCH_REFRESH = 1.0  # seconds between full re-reads even without a change (runner deaths)
 
 
@@ -188,11 +191,15 @@ class LocalAdapter:
         if lock is None:  # pragma: no cover - a blocking lock is always taken
             raise OutcomeUnknown("could not lock the attempt directory")
         try:
+            ready = None
             if not paths.claim.exists() and not self._spawned_runner_alive(paths):
                 if read_json(paths.launch) is None:
                     write_json(paths.launch, self._launch(job, attempt, free_port()).to_json())
-                self._spawn_runner(paths)
-            await self._wait_for_claim(paths)
+                ready = self._spawn_runner(paths)
+            if ready is None:  # adopting a runner another start spawned
+                await self._wait_for_claim(paths)
+            else:
+                await self._hear_claim(paths, ready)
         finally:
             os.close(lock)
         return self.handle(job.id, attempt, launch)
@@ -201,18 +208,54 @@ class LocalAdapter:
         spawn = read_json(paths.spawn)
         return spawn is not None and procs.is_runner(int(spawn["pid"]), paths.root, RUNNER_MODULE)
 
-    def _spawn_runner(self, paths: AttemptPaths) -> None:
-        with open(paths.runner_log, "ab") as log:
-            runner = subprocess.Popen(
-                [sys.executable, "-m", RUNNER_MODULE, str(paths.root)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # not stopped by the terminal's Ctrl-C or hang-up
-            )
+    def _spawn_runner(self, paths: AttemptPaths) -> int:
+        """Spawn the runner; returns the fd on which it says it claimed the attempt."""
+        ready, told = os.pipe()
+        try:
+            with open(paths.runner_log, "ab") as log:
+                runner = subprocess.Popen(
+                    [sys.executable, "-m", RUNNER_MODULE, str(paths.root)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env={**os.environ, READY_FD_ENV: str(told)},
+                    pass_fds=(told,),
+                    start_new_session=True,  # not stopped by the terminal's Ctrl-C or hang-up
+                )
+        except BaseException:
+            os.close(ready)
+            raise
+        finally:
+            os.close(told)
         write_json(paths.spawn, {"pid": runner.pid, "at": self.context.clock.now()})
         # reap it when it ends, so a long-lived caller does not collect zombies
         threading.Thread(target=runner.wait, daemon=True).start()
+        return ready
+
+    async def _hear_claim(self, paths: AttemptPaths, ready: int) -> None:
+        """Wait, without polling, for the runner just spawned to claim the attempt (it writes
+        ``CLAIMED`` on ``ready``) or to end without claiming it (end of file)."""
+        loop = asyncio.get_running_loop()
+        heard: asyncio.Future[bytes] = loop.create_future()
+
+        def readable() -> None:
+            if not heard.done():
+                heard.set_result(os.read(ready, 1))
+
+        loop.add_reader(ready, readable)
+        try:
+            await asyncio.wait({heard}, timeout=self.start_timeout)
+        finally:
+            loop.remove_reader(ready)
+            os.close(ready)
+        if paths.claim.exists():
+            return
+        if heard.done() and heard.result() != CLAIMED:
+            raise OutcomeUnknown(
+                f"the attempt runner ended before claiming the attempt; see {paths.runner_log}"
+            )
+        heard.cancel()
+        raise OutcomeUnknown(f"the attempt runner did not claim {paths.root} in time")
 
     async def _wait_for_claim(self, paths: AttemptPaths) -> None:
         waited = 0.0
@@ -256,34 +299,39 @@ class LocalAdapter:
         )
 
     async def watch(self, handles: Sequence[AttemptHandle]) -> AsyncIterator[Observation]:
-        """One loop for all handles: it stats the shared change marker each cycle and re-reads
-        the attempts only when some runner recorded a change (or every ``WATCH_REFRESH`` s,
-        which catches runners that died without a word)."""
+        """One loop for all handles: it waits for the shared change marker to move (woken by
+        inotify at once, ``changes.py``; else a stat every ``WATCH_INTERVAL`` s) and re-reads
+        the attempts only when some runner recorded a change, or every ``WATCH_REFRESH`` s,
+        which catches runners that died without a word."""
         seen: dict[tuple[str, int], tuple[object, ...]] = {}
+        clock = self.context.clock
         marker = self.context.state_dir / "jobs" / ".changed"
+        changes = Changes(marker.parent, clock, fallback=WATCH_INTERVAL)
         last_mark: int | None = -1
-        since_refresh = WATCH_REFRESH
-        while True:
-            try:
-                mark: int | None = marker.stat().st_mtime_ns
-            except FileNotFoundError:
-                mark = None
-            if mark != last_mark or since_refresh >= WATCH_REFRESH:
-                last_mark, since_refresh = mark, 0.0
-                for handle in handles:
-                    observation = await self.observe(handle)
-                    key = (handle.job_id, handle.attempt)
-                    signature = (
-                        observation.outcome.state,
-                        observation.outcome.cause,
-                        observation.gone,
-                        tuple(e.key for e in observation.evidence),
-                    )
-                    if seen.get(key) != signature:
-                        seen[key] = signature
-                        yield observation
-            await self.context.clock.sleep(WATCH_INTERVAL)
-            since_refresh += WATCH_INTERVAL
+        refreshed_at = clock.now()
+        try:
+            while True:
+                try:
+                    mark: int | None = marker.stat().st_mtime_ns
+                except FileNotFoundError:
+                    mark = None
+                if mark != last_mark or clock.now() - refreshed_at >= WATCH_REFRESH:
+                    last_mark, refreshed_at = mark, clock.now()
+                    for handle in handles:
+                        observation = await self.observe(handle)
+                        key = (handle.job_id, handle.attempt)
+                        signature = (
+                            observation.outcome.state,
+                            observation.outcome.cause,
+                            observation.gone,
+                            tuple(e.key for e in observation.evidence),
+                        )
+                        if seen.get(key) != signature:
+                            seen[key] = signature
+                            yield observation
+                await changes.wait(max(0.0, WATCH_REFRESH - (clock.now() - refreshed_at)))
+        finally:
+            changes.close()
 
     async def cancel(self, handle: AttemptHandle, actor: str, reason: str) -> None:
         paths = self.paths(handle.job_id, handle.attempt)

@@ -31,9 +31,16 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the runner starts faster
+if TYPE_CHECKING:
+    from typing import Any
 
 RUNNER_MODULE = "dispatch.adapters.local.runner"
+#: the fd (inherited from ``start``) on which a runner says it claimed the attempt: it writes
+#: ``CLAIMED`` and closes it; end of file without it means the runner ended without claiming
+READY_FD_ENV = "DISPATCH_RUNNER_READY_FD"
+CLAIMED = b"c"
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,3 +173,19 @@ def take_lock(path: Path, *, block: bool) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def take_ready_fd() -> int | None:
+    """In a runner: the fd ``start`` waits on (``READY_FD_ENV``), taken out of the environment
+    so that the ranks do not inherit the variable."""
+    value = os.environ.pop(READY_FD_ENV, None)
+    return int(value) if value and value.isdigit() else None
+
+
+def say_claimed(ready: int | None) -> None:
+    """In a runner that claimed its attempt: tell ``start`` on ``ready`` and close it."""
+    if ready is None:
+        return
+    with contextlib.suppress(OSError):  # the starter may be gone: nobody to tell
+        os.write(ready, CLAIMED)
+    os.close(ready)

@@ -33,18 +33,23 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from dispatch.adapters.local import cgroups, procs
 from dispatch.adapters.local.files import (
     AttemptPaths,
     read_json,
+    say_claimed,
     take_lock,
+    take_ready_fd,
     touch,
     write_json,
 )
 from dispatch.adapters.local.launchfile import AttemptLaunch, ProcessLaunch
 from dispatch.adapters.local.watchdog import DONE, fork_watchdog
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the runner starts faster
+if TYPE_CHECKING:
+    from typing import Any
 
 TICK = 0.25  # seconds between checks of limits and cancel requests when nothing happens
 SETTLE = 0.5  # seconds to let a node killed from outside finish dying before teardown
@@ -356,6 +361,7 @@ def _failed(record: dict[str, Any]) -> bool:
 
 
 def main(argv: list[str]) -> int:
+    ready = take_ready_fd()
     paths = AttemptPaths(Path(argv[1]))
     raw = read_json(paths.launch)
     if raw is None:
@@ -363,7 +369,8 @@ def main(argv: list[str]) -> int:
         return 2
     launch = AttemptLaunch.from_json(raw)
     groups, memory = cgroups.setup_node_groups(launch)
-    watchdog_pid, done = fork_watchdog(paths, launch.tag, list(groups.values()))
+    inherited = () if ready is None else (ready,)
+    watchdog_pid, done = fork_watchdog(paths, launch.tag, list(groups.values()), inherited)
     try:
         if take_lock(paths.runner_lock, block=False) is None:
             return 0  # another runner holds this attempt
@@ -373,6 +380,7 @@ def main(argv: list[str]) -> int:
             return 0  # the attempt was already executed (or is being executed): never twice
         os.write(fd, str(os.getpid()).encode())
         os.close(fd)
+        say_claimed(ready)  # start returns now; the ranks start below, without that fd
         procs.become_subreaper()
         runner = Runner(launch, paths, groups, memory, watchdog_pid)
         runner.write()

@@ -23,8 +23,11 @@ from dispatch.adapters.local.launchfile import TAG_ENV
 DONE = b"d"
 
 
-def fork_watchdog(paths: AttemptPaths, tag: str, cgroups: Sequence[NodeCgroup]) -> tuple[int, int]:
-    """Fork the watchdog; returns (its pid, the fd to write ``DONE`` to)."""
+def fork_watchdog(
+    paths: AttemptPaths, tag: str, cgroups: Sequence[NodeCgroup], close: Sequence[int] = ()
+) -> tuple[int, int]:
+    """Fork the watchdog; returns (its pid, the fd to write ``DONE`` to). The watchdog closes
+    the fds in ``close`` (the runner's, which must end with the runner)."""
     read_end, write_end = os.pipe()
     runner_pid = os.getpid()
     pid = os.fork()
@@ -35,6 +38,8 @@ def fork_watchdog(paths: AttemptPaths, tag: str, cgroups: Sequence[NodeCgroup]) 
     code = 0
     try:
         os.close(write_end)
+        for fd in close:
+            os.close(fd)
         os.setpgid(0, 0)  # not stopped by a kill aimed at the runner's process group
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
