@@ -97,6 +97,29 @@ def test_terminal_outcomes_are_final(store: SqliteRecords) -> None:
     assert attempt.ended_at is not None
 
 
+def test_live_attempts_are_the_newest_started_unended_attempt_of_open_jobs(
+    store: SqliteRecords,
+) -> None:
+    def started(job_id: str, attempt: int) -> AttemptHandle:
+        store.create_attempt(job_id, attempt)
+        handle = AttemptHandle(job_id, attempt, "local", native=f"{job_id}-{attempt}")
+        store.set_handle(job_id, attempt, handle)
+        return handle
+
+    running, retried, unstarted, ended, closed = (store.create_job(SPEC) for _ in range(5))
+    live = started(running.id, 1)
+    store.record_outcome(running.id, 1, Outcome(State.RUNNING))
+    started(retried.id, 1)
+    store.record_outcome(retried.id, 1, Outcome(State.FAILED, Cause.PREEMPTED))
+    second = started(retried.id, 2)  # attempt 1 ended: only attempt 2 is followed
+    store.create_attempt(unstarted.id, 1)  # claimed, no handle yet
+    started(ended.id, 1)
+    store.record_outcome(ended.id, 1, Outcome(State.FAILED, Cause.APP_ERROR))  # job still open
+    started(closed.id, 1)
+    store.set_job_status(closed.id, State.CANCELLED, Cause.CANCELLED, "by alice")
+    assert [a.handle for a in store.live_attempts()] == [second, live]  # newest job first
+
+
 def test_evidence_is_append_only_and_deduplicated(store: SqliteRecords) -> None:
     job = store.create_job(SPEC)
     store.create_attempt(job.id, 1)

@@ -164,6 +164,11 @@ class Records(Protocol):
         """In attempt order."""
         ...
 
+    def live_attempts(self) -> list[AttemptRecord]:
+        """The newest attempt of every open job when it has a handle and has not ended (what
+        a supervisor follows), in one read."""
+        ...
+
     # evidence (append only)
     def add_evidence(self, job_id: str, attempt: int, evidence: Iterable[Evidence]) -> int:
         """Store facts not seen before (by key within the attempt); returns how many were new."""

@@ -323,6 +323,21 @@ class SqliteRecords:
         rows = self._db.execute(
             "SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt", (job_id,)
         )
+        return self._attempt_records(rows)
+
+    def live_attempts(self) -> list[AttemptRecord]:
+        ended = ", ".join("?" for _ in _TERMINAL)
+        rows = self._db.execute(
+            "SELECT a.* FROM attempts a JOIN jobs j ON j.id = a.job_id"
+            f" WHERE j.state NOT IN ({ended}) AND a.handle IS NOT NULL"
+            f" AND a.state NOT IN ({ended})"
+            " AND a.attempt = (SELECT MAX(attempt) FROM attempts WHERE job_id = a.job_id)"
+            " ORDER BY j.created_at DESC, j.id DESC",
+            (*_TERMINAL, *_TERMINAL),
+        )
+        return self._attempt_records(rows)
+
+    def _attempt_records(self, rows: Iterable[sqlite3.Row]) -> list[AttemptRecord]:
         return [
             AttemptRecord(
                 job_id=r["job_id"],

@@ -397,12 +397,7 @@ class Supervisor:
         self._followed_at = self.clock.now()
 
     def _live_handles(self) -> list[AttemptHandle]:
-        handles: list[AttemptHandle] = []
-        for record in self.records.list_jobs(open_only=True):
-            attempts = self.records.attempts(record.id)
-            if attempts and attempts[-1].handle and not attempts[-1].state.is_terminal:
-                handles.append(attempts[-1].handle)
-        return handles
+        return [a.handle for a in self.records.live_attempts() if a.handle is not None]
 
     async def _pause(self, stop: asyncio.Event, seconds: float) -> None:
         waiters = {
