@@ -136,7 +136,8 @@ async def supervise(plan: dict[str, Any]) -> dict[str, Any]:
     if plan.get("create", True):
         for j in plan["jobs"]:
             records.create_job(parse_spec(job_spec(j["name"], j["scenario"])))
-    jobs = sorted((r.job for r in records.list_jobs()), key=lambda job: job.spec.name)
+    # names and ids only: the parsed jobs would stay in this process's memory for the whole run
+    jobs = sorted((r.job.spec.name, r.id) for r in records.list_jobs())
     supervisor = Supervisor(
         records,
         lambda _: adapter,
@@ -163,17 +164,17 @@ async def supervise(plan: dict[str, Any]) -> dict[str, Any]:
         probe.sample()
         probe.write()
     out = []
-    for job in jobs:
-        record = records.get_job(job.id)
-        attempts = records.attempts(job.id)
+    for name, job_id in jobs:
+        record = records.get_job(job_id)
+        attempts = records.attempts(job_id)
         out.append(
             {
-                "name": job.spec.name,
+                "name": name,
                 "trainJob": attempts[0].handle.native if attempts and attempts[0].handle else None,
                 "attempts": len(attempts),
                 "state": record.state.value,
                 "cause": record.cause.value if record.cause else None,
-                "reportedAt": ended_at(records, job.id),
+                "reportedAt": ended_at(records, job_id),
             }
         )
     records.close()
