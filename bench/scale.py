@@ -210,6 +210,7 @@ def run_dispatch(
     deadline: float,
     profile: Path | None = None,
     *,
+    memory: Path | None = None,
     faults: tuple[FaultRule, ...] = (),
     kills: int = 0,
 ) -> dict[str, Any]:
@@ -235,6 +236,7 @@ def run_dispatch(
                 for i in range(jobs)
             ],
             "profile": str(profile) if profile else None,
+            "memory": str(memory) if memory else None,
             "leaseTtl": 5.0 if kills else 30.0,
         }
         out = Path(tmp) / "out.json"
@@ -363,14 +365,15 @@ def run(
     scale: float,
     tools: list[str],
     profile: Path | None = None,
+    memory: Path | None = None,
 ) -> list[dict[str, Any]]:
     results = []
     for n in sizes:
-        deadline = 120 + n * 0.6 + lifetime * 3
+        deadline = (120 + n * 0.6 + lifetime * 3) * (4 if memory else 1)  # tracing is slow
         for tool in tools:
             began = time.time()
             if tool == "dispatch":
-                result = run_dispatch(n, lifetime, scale, deadline, profile)
+                result = run_dispatch(n, lifetime, scale, deadline, profile, memory=memory)
             else:
                 result = run_sdk(n, lifetime, scale, deadline)
             result["benchSeconds"] = round(time.time() - began, 1)
@@ -388,6 +391,9 @@ if __name__ == "__main__":
     parser.add_argument("--time-scale", type=float, default=10.0)
     parser.add_argument("--tools", nargs="+", default=["dispatch", "sdk"])
     parser.add_argument("--profile", type=Path, help="cProfile the supervisor into this file")
+    parser.add_argument(
+        "--memory", type=Path, help="trace the supervisor's heap; its peak sites into this file"
+    )
     args = parser.parse_args()
-    found = run(args.jobs, args.lifetime, args.time_scale, args.tools, args.profile)
+    found = run(args.jobs, args.lifetime, args.time_scale, args.tools, args.profile, args.memory)
     print(json.dumps(found, indent=1))

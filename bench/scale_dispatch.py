@@ -5,7 +5,10 @@ process, driving N jobs on the emulated cluster until every one has ended.
 
 PLAN: {"kubeconfig", "namespace", "state", "pollInterval", "leaseTtl", "owner", "create",
 "jobs": [{"name", "scenario"}]}; with ``create`` false the jobs already in the records are
-supervised (a supervisor restarted after a kill).
+supervised (a supervisor restarted after a kill). With ``"memory": FILE`` (``bench.scale
+--memory FILE``) the Python heap is traced (``tracemalloc``) and, at the largest traced size
+seen (sampled every ``MEMORY_EVERY`` s), the top allocation sites and live object counts by
+type are written to FILE with the RSS and traced-size series (slows the run down).
 OUT: per job the TrainJob name, final state and cause, and when the supervisor recorded the
 attempt's end (the records' log time, wall clock); plus this process's CPU seconds and peak
 RSS. The jobs are put in the records first (as ``dispatch submit`` does), then one supervisor
@@ -15,11 +18,15 @@ starts and supervises them all (as ``dispatch supervise --exit-when-idle`` does)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import cProfile
+import gc
 import json
+import os
 import resource
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +39,10 @@ from dispatch.records import SqliteRecords, database_path
 from dispatch.supervise import Supervisor
 
 CLUSTER = "kf"
+#: seconds between memory samples (``"memory"`` in the plan)
+MEMORY_EVERY = 2.0
+#: frames kept per traced allocation, and allocation sites reported
+TRACE_FRAMES, TOP_SITES = 8, 40
 RUNTIME = {"kind": "ClusterTrainingRuntime", "name": "dispatch-kind"}
 
 
@@ -59,6 +70,60 @@ def ended_at(records: SqliteRecords, job_id: str) -> float | None:
     return None
 
 
+def rss_mib() -> float:
+    """This process's resident set now (Linux)."""
+    pages = int(Path("/proc/self/statm").read_text().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class MemoryProbe:
+    """Samples RSS and the traced heap; keeps the allocation sites at the largest heap."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.series: list[tuple[float, float, float]] = []  # (s since start, RSS, traced MiB)
+        self.peak: dict[str, Any] = {}
+        self.began = time.time()
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(MEMORY_EVERY)
+            self.sample()
+
+    def sample(self) -> None:
+        traced = tracemalloc.get_traced_memory()[0] / 2**20
+        self.series.append(
+            (round(time.time() - self.began, 1), round(rss_mib(), 1), round(traced, 1))
+        )
+        if traced < self.peak.get("tracedMiB", 0.0) * 1.05:
+            return
+        snapshot = tracemalloc.take_snapshot().filter_traces(
+            (tracemalloc.Filter(False, tracemalloc.__file__),)
+        )
+        sites = snapshot.statistics("traceback")[:TOP_SITES]
+        by_line = snapshot.statistics("lineno")[:TOP_SITES]
+        types: dict[str, int] = {}
+        for obj in gc.get_objects():
+            name = type(obj).__qualname__
+            types[name] = types.get(name, 0) + 1
+        self.peak = {
+            "at": self.series[-1][0],
+            "rssMiB": self.series[-1][1],
+            "tracedMiB": traced,
+            "lines": [f"{s.size / 2**20:8.2f} MiB {s.count:8d} {s.traceback[0]}" for s in by_line],
+            "sites": [
+                {"MiB": round(s.size / 2**20, 2), "count": s.count, "at": s.traceback.format()}
+                for s in sites
+            ],
+            "types": sorted(types.items(), key=lambda kv: -kv[1])[:40],
+        }
+        self.write()
+
+    def write(self) -> None:
+        """Written at every new peak, so a run killed at its deadline still leaves it."""
+        self.out.write_text(json.dumps({"series": self.series, "peak": self.peak}, indent=1))
+
+
 async def supervise(plan: dict[str, Any]) -> dict[str, Any]:
     clock = SystemClock()
     state = Path(plan["state"])
@@ -71,7 +136,8 @@ async def supervise(plan: dict[str, Any]) -> dict[str, Any]:
     if plan.get("create", True):
         for j in plan["jobs"]:
             records.create_job(parse_spec(job_spec(j["name"], j["scenario"])))
-    jobs = sorted((r.job for r in records.list_jobs()), key=lambda job: job.spec.name)
+    # names and ids only: the parsed jobs would stay in this process's memory for the whole run
+    jobs = sorted((r.job.spec.name, r.id) for r in records.list_jobs())
     supervisor = Supervisor(
         records,
         lambda _: adapter,
@@ -86,21 +152,29 @@ async def supervise(plan: dict[str, Any]) -> dict[str, Any]:
         nonlocal passes
         passes += 1
 
+    probe = MemoryProbe(Path(plan["memory"])) if plan.get("memory") else None
+    sampling = asyncio.ensure_future(probe.run()) if probe else None
     began = time.time()
     await supervisor.run(asyncio.Event(), on_step=count, until_idle=True)
     finished = time.time()
+    if probe is not None and sampling is not None:
+        sampling.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sampling
+        probe.sample()
+        probe.write()
     out = []
-    for job in jobs:
-        record = records.get_job(job.id)
-        attempts = records.attempts(job.id)
+    for name, job_id in jobs:
+        record = records.get_job(job_id)
+        attempts = records.attempts(job_id)
         out.append(
             {
-                "name": job.spec.name,
+                "name": name,
                 "trainJob": attempts[0].handle.native if attempts and attempts[0].handle else None,
                 "attempts": len(attempts),
                 "state": record.state.value,
                 "cause": record.cause.value if record.cause else None,
-                "reportedAt": ended_at(records, job.id),
+                "reportedAt": ended_at(records, job_id),
             }
         )
     records.close()
@@ -109,6 +183,8 @@ async def supervise(plan: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     plan = json.loads(Path(sys.argv[1]).read_text())
+    if plan.get("memory"):
+        tracemalloc.start(TRACE_FRAMES)
     profiler = cProfile.Profile() if plan.get("profile") else None
     if profiler is not None:
         profiler.enable()

@@ -347,6 +347,8 @@ class KubeflowAdapter:
             cancelled=self._cancelled,
             sleep=self._sleep,
         ):
+            if observation.outcome.is_terminal:  # final for this adapter: not read again
+                self._seeded.pop(self._ref(observation.handle), None)
             yield observation
 
     async def _lookup(self, ref: TrainJobRef) -> list[Evidence]:

@@ -16,6 +16,10 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
 * Records are de-duplicated by key (kind, object, resourceVersion, deleted), so a re-list
   files nothing twice. ``take(ref)`` hands out the records filed since the last take;
   ``records(ref)`` every record kept (the attempt's whole evidence, seeded ones included).
+* **Memory follows the attempts still open, not every attempt seen**: ``release(ref)`` (the
+  attempt's outcome is final) drops its records and the last states kept for it alone
+  (``laststate``; their keys and versions stay, so nothing is filed twice); successive states
+  of an object share their unchanged parts; lists are read in pages.
 * ``position()``/``caught_up(v, since)``: how far the streams got, so a judgement can wait
   until every kind has delivered what happened before it (streams of different kinds lag
   differently). A stream is caught up with ``v`` once it delivered ``v`` or later. A quiet
@@ -39,7 +43,8 @@ from dispatch.adapters.kubeflow.attribution import Attribution, TrainJobRef
 from dispatch.adapters.kubeflow.causes_evidence import DELETED_SUFFIX, object_evidence, text_of
 from dispatch.adapters.kubeflow.client import Connection, Gone, Session
 from dispatch.adapters.kubeflow.kinds import WatchedKind, watched_kinds
-from dispatch.adapters.kubeflow.listwatch import list_raw, watch_raw
+from dispatch.adapters.kubeflow.laststate import LastStates, share, version_of
+from dispatch.adapters.kubeflow.listwatch import list_pages, watch_raw
 from dispatch.adapters.kubeflow.shape import dig
 from dispatch.clock import Clock
 from dispatch.model import Evidence, Forbidden, NotFound, TransientError
@@ -95,7 +100,7 @@ class Capture:
         self._versions: dict[Stream, int | None] = {}  # per live stream
         self._open: set[Stream] = set()  # streams whose watch is open
         self._streams: dict[Stream, tuple[WatchedKind, asyncio.Task[None]]] = {}
-        self._listed_objects: dict[Stream, dict[str, Mapping[str, Any]]] = {}
+        self._last = LastStates()  # per stream: each object's version and last state
         self._relisted_at: dict[Stream, float] = {}
         self._delivered_at: dict[Stream, float] = {}
 
@@ -124,7 +129,8 @@ class Capture:
         return list(self._fresh)
 
     def latest_trainjob(self, ref: TrainJobRef) -> tuple[Mapping[str, Any] | None, bool]:
-        """The TrainJob as last filed, and whether that record is its deletion."""
+        """The TrainJob as last filed, and whether that record is its deletion (once
+        released: its metadata, ``spec.suspend`` and ``status.conditions`` only)."""
         return self._trainjob.get(ref, (None, False))
 
     def _file(self, ref: TrainJobRef, record: Evidence, *, fresh: bool = True) -> None:
@@ -135,12 +141,25 @@ class Capture:
         self._records.setdefault(ref, []).append(record)
         if record.kind == "trainjob":
             self._trainjob[ref] = (record.data, record.key.endswith(DELETED_SUFFIX))
-        version = _version_of(record.data)
+        version = version_of(record.data)
         if version.isdigit() and int(version) > self._newest.get(ref, 0):
             self._newest[ref] = int(version)
         if fresh:
             self._fresh.setdefault(ref, []).append(record)
             self.changed.set()
+
+    def release(self, ref: TrainJobRef) -> None:
+        """The attempt of TrainJob ``ref`` has its final outcome: drop the records kept for it
+        and the last states kept for it alone (keys stay: nothing is filed twice). Records
+        filed afterwards are kept again (re-run detection reads them) until the next release.
+        Of the TrainJob only what retirement reads stays (``latest_trainjob``)."""
+        self._records.pop(ref, None)
+        self._keys.pop(ref, None)  # a record filed twice is harmless now: stored once by key
+        self._newest.pop(ref, None)
+        self._last.release(ref)
+        trainjob = self._trainjob.get(ref)
+        if trainjob is not None:
+            self._trainjob[ref] = (_retirement_view(trainjob[0]), trainjob[1])
 
     def forget(self, ref: TrainJobRef) -> None:
         """Drop everything kept for a TrainJob dispatch no longer follows."""
@@ -149,8 +168,9 @@ class Capture:
         self._node_sent = {k for k in self._node_sent if k[0] != ref}
         self.attribution.forget(ref)
 
-    def seen(self, obj: Mapping[str, Any], *, deleted: bool = False) -> None:
-        """File one observed object state (``deleted``: its last state before deletion)."""
+    def seen(self, obj: Mapping[str, Any], *, deleted: bool = False) -> list[TrainJobRef]:
+        """File one observed object state (``deleted``: its last state before deletion);
+        returns the TrainJobs it was filed for."""
         at = self.clock.now()
         kind = text_of(obj.get("kind"))
         name = text_of(dig(obj, "metadata", "name"))
@@ -168,6 +188,7 @@ class Capture:
                 self._node_of(ref, orphan, at)
         for ref in refs:
             self._node_of(ref, obj, at)
+        return refs
 
     def _node_of(self, ref: TrainJobRef, obj: Mapping[str, Any], at: float) -> None:
         """A pod's node, filed for its TrainJob the first time the pod is seen on it."""
@@ -247,17 +268,13 @@ class Capture:
         res, listed = kind.resource, [synced]
         stream = (kind.name, namespace)
         self._versions[stream] = None
-        known = self._listed_objects.setdefault(stream, {})
         version: str | None = None
         pause = BACKOFF[0]
         try:
             while True:
                 try:
                     if version is None:
-                        listing = await list_raw(
-                            session, res, namespace, label_selector=kind.selector
-                        )
-                        version = self._listed(listing, known)
+                        version = await self._list(session, kind, stream)
                         self._advance(stream, version)
                         self._mark_synced(listed)
                     self._open.add(stream)
@@ -275,17 +292,11 @@ class Capture:
                         if event.get("type") == "BOOKMARK":
                             self._advance(stream, version)
                             continue
-                        name = (
-                            text_of(dig(obj, "metadata", "namespace"))
-                            + "/"
-                            + text_of(dig(obj, "metadata", "name"))
-                        )
-                        deleted = event.get("type") == "DELETED"
-                        if deleted:
-                            known.pop(name, None)
+                        if event.get("type") == "DELETED":
+                            self._last.drop(stream, _key_of(obj))
+                            self.seen(obj, deleted=True)
                         else:
-                            known[name] = obj
-                        self.seen(obj, deleted=deleted)
+                            self._update(stream, _key_of(obj), obj)
                         self._advance(stream, version)
                     pause = BACKOFF[0]  # the server ended the stream: resume from ``version``
                 except Gone:
@@ -331,31 +342,33 @@ class Capture:
             self._relist_behind(position)
         return False
 
-    def _listed(self, listing: Mapping[str, Any], known: dict[str, Mapping[str, Any]]) -> str:
-        """File a list's objects, and as deleted those known before and now absent."""
-        items = [i for i in listing.get("items") or [] if isinstance(i, dict)]
-        now: dict[str, Mapping[str, Any]] = {}
-        for item in items:
-            key = (
-                text_of(dig(item, "metadata", "namespace"))
-                + "/"
-                + text_of(dig(item, "metadata", "name"))
-            )
-            now[key] = item
-        for key, last in known.items():
-            if key not in now:
+    def _update(self, stream: Stream, key: str, obj: dict[str, Any]) -> None:
+        """File a new state of an object, sharing its unchanged parts with the last one."""
+        obj = share(obj, self._last.state(stream, key))
+        self._last.keep(stream, key, obj, self.seen(obj))
+
+    async def _list(self, session: Session, kind: WatchedKind, stream: Stream) -> str:
+        """List (page by page): file the states not filed before, and as deleted the objects
+        known before and now absent (those whose last state was kept); the list's version."""
+        present: set[str] = set()
+        version = ""
+        async for page in list_pages(
+            session, kind.resource, stream[1], label_selector=kind.selector
+        ):
+            version = version or text_of(dig(page, "metadata", "resourceVersion"))
+            for item in page.get("items") or []:
+                if not isinstance(item, dict):
+                    continue
+                key = _key_of(item)
+                present.add(key)
+                if self._last.version(stream, key) != version_of(item) or not version_of(item):
+                    self._update(stream, key, item)  # a state already filed is not filed again
+        for key in self._last.keys(stream) - present:
+            last = self._last.state(stream, key)
+            self._last.drop(stream, key)
+            if last is not None:
                 self.seen(last, deleted=True)
-        unchanged = {
-            key
-            for key, item in now.items()
-            if key in known and _version_of(known[key]) == _version_of(item) != ""
-        }
-        known.clear()
-        known.update(now)
-        for key, state in now.items():
-            if key not in unchanged:  # a state already filed is not filed again
-                self.seen(state)
-        return text_of(dig(listing, "metadata", "resourceVersion"))
+        return version
 
     def _note(self, text: str) -> None:
         self.errors = [*self.errors[-19:], text]
@@ -376,5 +389,16 @@ class Capture:
         self._namespaces.clear()
 
 
-def _version_of(obj: Mapping[str, Any]) -> str:
-    return text_of(dig(obj, "metadata", "resourceVersion"))
+def _retirement_view(trainjob: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The parts of a TrainJob that retirement reads (``verdict.Verdicts.must_retire``)."""
+    spec, status = trainjob.get("spec"), trainjob.get("status")
+    return {
+        "kind": trainjob.get("kind"),
+        "metadata": trainjob.get("metadata"),
+        "spec": {"suspend": spec.get("suspend")} if isinstance(spec, Mapping) else {},
+        "status": {"conditions": status.get("conditions")} if isinstance(status, Mapping) else {},
+    }
+
+
+def _key_of(obj: Mapping[str, Any]) -> str:
+    return text_of(dig(obj, "metadata", "namespace")) + "/" + text_of(dig(obj, "metadata", "name"))

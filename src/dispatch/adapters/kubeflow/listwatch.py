@@ -2,8 +2,10 @@
 
 The evidence watches need Pods, Events and Nodes (core ``/api/v1``) besides custom resources,
 and must keep every field (the cause function reads raw objects), so both go through the
-client's raw responses (``_preload_content=False``) instead of typed models. Errors leave as
-``DispatchError`` (``errors.translate``); a 410 is ``Gone`` (list again).
+client's raw responses (``_preload_content=False``) instead of typed models. Lists are read
+in pages of ``LIST_PAGE`` objects (``limit``/``continue``), so a list of thousands of objects
+is never decoded at once. Errors leave as ``DispatchError`` (``errors.translate``); a 410 is
+``Gone`` (list again; also when a page's ``continue`` token expired).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from dispatch.adapters.kubeflow.client import Gone, JsonObj, Resource, Session
 from dispatch.adapters.kubeflow.errors import API_FAILURES, translate
 from dispatch.model import SchedulerUnavailable
+
+#: objects per list page (what client-go's reflector asks for)
+LIST_PAGE = 500
 
 _CORE_LIST = {
     # plural -> (namespaced method, cluster method)
@@ -61,16 +66,56 @@ async def _failed(response: Any, what: str) -> Exception:
     return translate(exc, what)
 
 
+async def list_pages(
+    session: Session,
+    res: Resource,
+    namespace: str | None,
+    *,
+    label_selector: str = "",
+    limit: int = LIST_PAGE,
+) -> AsyncIterator[JsonObj]:
+    """The list of ``res`` page by page (each ``{"items": [...], "metadata": {...}}``; the
+    first page's ``resourceVersion`` is the list's); items get their ``kind``/``apiVersion``
+    back (a list omits them)."""
+    token = ""
+    while True:
+        page = await _list_page(session, res, namespace, label_selector, limit, token)
+        yield page
+        token = _text(page.get("metadata"), "continue")
+        if not token:
+            return
+
+
 async def list_raw(
     session: Session, res: Resource, namespace: str | None, *, label_selector: str = ""
 ) -> JsonObj:
-    """One list of ``res`` (``{"items": [...], "metadata": {"resourceVersion"}}``); items get
-    their ``kind``/``apiVersion`` back (a list omits them)."""
+    """The whole list of ``res`` (``{"items": [...], "metadata": {"resourceVersion"}}``),
+    read in pages; see ``list_pages``."""
+    items: list[Any] = []
+    metadata: Any = None
+    async for page in list_pages(session, res, namespace, label_selector=label_selector):
+        metadata = page.get("metadata") if metadata is None else metadata
+        items.extend(page.get("items") or [])
+    return {"items": items, "metadata": metadata or {}}
+
+
+def _text(mapping: Any, key: str) -> str:
+    value = mapping.get(key) if isinstance(mapping, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+async def _list_page(
+    session: Session,
+    res: Resource,
+    namespace: str | None,
+    label_selector: str,
+    limit: int,
+    token: str,
+) -> JsonObj:
     what = f"list {res.plural}" + (f" in {namespace}" if res.namespaced else "")
+    params = {"label_selector": label_selector, "limit": limit, "_continue": token}
     try:
-        response = await _request(
-            session, res, namespace, {"label_selector": label_selector}, session.timeout
-        )
+        response = await _request(session, res, namespace, params, session.timeout)
         try:
             if response.status >= 300:
                 raise await _failed(response, what)

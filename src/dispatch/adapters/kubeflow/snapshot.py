@@ -6,7 +6,7 @@ selected per object where the labels allow (its JobSet by name, Jobs and Pods by
 namespace, the Nodes its pods ran on) and returns them as ``object_evidence`` records. It
 reads the present only: what the cluster already deleted is in the records store, which the
 supervisor hands back (``KubeflowAdapter.seed_evidence``). A kind the cluster does not serve
-is skipped.
+is skipped. Lists are read page by page and only what belongs to the TrainJob is kept.
 
 The reads of one snapshot are not one consistent cut of the cluster (each list is read at
 its own moment), so ``observe`` reads a snapshot that shows an end twice and ``merged`` joins
@@ -15,6 +15,7 @@ the two.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from dispatch.adapters.kubeflow.attribution import Attribution
@@ -30,19 +31,28 @@ from dispatch.adapters.kubeflow.kinds import (
     WORKLOAD_JOB_UID,
     WORKLOADS,
 )
-from dispatch.adapters.kubeflow.listwatch import list_raw
+from dispatch.adapters.kubeflow.listwatch import list_pages
 from dispatch.adapters.kubeflow.shape import dig
 from dispatch.model import Evidence, Forbidden, NotFound
 
 
 async def _items(
-    session: Session, res: Resource, namespace: str | None, selector: str = ""
+    session: Session,
+    res: Resource,
+    namespace: str | None,
+    selector: str = "",
+    *,
+    keep: Callable[[dict[str, Any]], bool] = lambda _: True,
 ) -> list[dict[str, Any]]:
+    """The listed objects ``keep`` accepts, page by page (a namespace's Events are not all
+    decoded at once)."""
+    found: list[dict[str, Any]] = []
     try:
-        listing = await list_raw(session, res, namespace, label_selector=selector)
+        async for page in list_pages(session, res, namespace, label_selector=selector):
+            found += [i for i in page.get("items") or [] if isinstance(i, dict) and keep(i)]
     except (NotFound, Forbidden):
         return []
-    return [i for i in listing.get("items") or [] if isinstance(i, dict)]
+    return found
 
 
 async def snapshot(session: Session, namespace: str, name: str, at: float) -> list[Evidence]:
@@ -52,24 +62,29 @@ async def snapshot(session: Session, namespace: str, name: str, at: float) -> li
         return []
     trainjob.setdefault("kind", "TrainJob")
     uid = text_of(dig(trainjob, "metadata", "uid"))
-    found: list[dict[str, Any]] = [trainjob]
+    index = Attribution()
+
+    def belongs(obj: dict[str, Any]) -> bool:
+        return bool(index.assign(obj))
+
+    found: list[dict[str, Any]] = [o for o in (trainjob,) if belongs(o)]
     jobset = await session.get(JOBSETS, name, namespace)
     if jobset is not None:
-        found.append({"kind": "JobSet", **jobset})
-    found += await _items(session, JOBS, namespace, f"{JOBSET_NAME}={name}")
-    pods = await _items(session, PODS, namespace, f"{JOBSET_NAME}={name}")
+        found += [o for o in ({"kind": "JobSet", **jobset},) if belongs(o)]
+    found += await _items(session, JOBS, namespace, f"{JOBSET_NAME}={name}", keep=belongs)
+    pods = await _items(session, PODS, namespace, f"{JOBSET_NAME}={name}", keep=belongs)
     found += pods
     if uid:
-        found += await _items(session, WORKLOADS, namespace, f"{WORKLOAD_JOB_UID}={uid}")
-    found += await _items(session, CORE_EVENTS, namespace)
+        found += await _items(
+            session, WORKLOADS, namespace, f"{WORKLOAD_JOB_UID}={uid}", keep=belongs
+        )
+    found += await _items(session, CORE_EVENTS, namespace, keep=belongs)
     nodes = {text_of(dig(p, "spec", "nodeName")) for p in pods} - {""}
     if nodes:
-        listed = await _items(session, NODES, None)
-        found += [n for n in listed if dig(n, "metadata", "name") in nodes]
-    index = Attribution()
-    return [
-        object_evidence(obj, at) for obj in found if obj.get("kind") == "Node" or index.assign(obj)
-    ]
+        found += await _items(
+            session, NODES, None, keep=lambda n: dig(n, "metadata", "name") in nodes
+        )
+    return [object_evidence(obj, at) for obj in found]
 
 
 def merged(first: list[Evidence], later: list[Evidence]) -> list[Evidence]:

@@ -221,6 +221,16 @@ class Verdicts:
         cause = standing.final.cause.value if standing.final.cause else "?"
         return f"its attempt ended ({cause}) but the TrainJob could still run"
 
+    def release(self, name: str) -> bool:
+        """True once the outcome of ``name`` is final: the records judged so far are never read
+        again (re-run detection reads only later ones), so the caller may drop them; records
+        passed afterwards are then counted from the first one kept after."""
+        standing = self.standings.get(name)
+        if standing is None or standing.final is None:
+            return False
+        standing.searched, standing.judged = 0, None
+        return True
+
     def retired(self, name: str) -> None:
         self.standings.setdefault(name, Standing()).retired = True
 

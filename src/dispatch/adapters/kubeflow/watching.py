@@ -70,6 +70,8 @@ def judge(
         position=capture.position(ref),
         caught_up=capture.caught_up,
     )
+    if verdicts.release(ref[1]):  # final: only records filed from now on are read again
+        capture.release(ref)
     if outcome is None:
         return before or Outcome(State.RUNNING, summary="a rank ended; settling"), False
     gone = trainjob is None or deleted

@@ -1,0 +1,133 @@
+"""What the capture keeps per attempt: states shared, an ended attempt's records released, lists
+read in pages; and that releasing changes no verdict (re-runs are still seen)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dispatch.adapters.kubeflow.capture import Capture
+from dispatch.adapters.kubeflow.client import Connection
+from dispatch.adapters.kubeflow.kinds import CORE_EVENTS
+from dispatch.adapters.kubeflow.laststate import LastStates, share
+from dispatch.adapters.kubeflow.listwatch import list_pages, list_raw
+from dispatch.adapters.kubeflow.verdict import Verdicts
+from dispatch.adapters.kubeflow.watching import judge
+from dispatch.clock import ManualClock
+from dispatch.model import Cause, State
+from dispatch.testing.k8s import ClusterConfig, Emulator
+from tests.kubeflow_watch.test_pure import NS, T0, jobset, pod, trainjob
+
+REF = (NS, "tj")
+
+
+def test_share_keeps_each_unchanged_part_once_and_changes_no_value() -> None:
+    old = {"metadata": {"labels": {"a": "1"}, "resourceVersion": "1"},
+           "spec": {"containers": [{"name": "node", "env": [{"name": "X", "value": "1"}]}]},
+           "status": {"phase": "Pending"}}  # fmt: skip
+    new = copy.deepcopy(old)
+    new["metadata"]["resourceVersion"] = "2"
+    new["status"] = {"phase": "Running", "conditions": [{"type": "Ready"}]}
+    expected = copy.deepcopy(new)
+    shared = share(new, old)
+    assert shared == expected  # the same value
+    assert shared["spec"] is old["spec"]  # unchanged parts are the old objects
+    assert shared["metadata"] is not old["metadata"]
+    assert shared["metadata"]["labels"] is old["metadata"]["labels"]
+    assert old["metadata"]["resourceVersion"] == "1" and old["status"] == {"phase": "Pending"}
+    assert share(copy.deepcopy(old), old) is old
+    assert share({"n": 1}, {"n": True}) == {"n": 1}  # equal values of other types stay apart
+    assert share({"n": 1}, {"n": True})["n"] is not True
+
+
+def test_last_states_are_kept_until_every_trainjob_they_concern_is_released() -> None:
+    states = LastStates()
+    pod, node = {"metadata": {"resourceVersion": "5"}}, {"metadata": {"resourceVersion": "9"}}
+    other = (NS, "other")
+    states.keep("pods", "ns/p", pod, [REF])
+    states.keep("nodes", "/n", node, [REF, other])
+    states.keep("events", "ns/e", {"metadata": {"resourceVersion": "3"}}, [])  # nobody's yet
+    states.release(REF)
+    assert states.state("pods", "ns/p") is None and states.version("pods", "ns/p") == "5"
+    assert states.state("nodes", "/n") is node  # the other TrainJob still needs it
+    states.release(other)
+    assert states.state("nodes", "/n") is None
+    assert states.state("events", "ns/e") is not None
+    states.keep("pods", "ns/p", {"metadata": {"resourceVersion": "6"}}, [REF])
+    assert states.state("pods", "ns/p") is None  # a released TrainJob keeps no state
+    assert states.keys("pods") == {"ns/p"}
+
+
+def failed_pod(rv: str) -> dict[str, Any]:
+    terminated = {"exitCode": 3, "reason": "Error", "startedAt": T0,
+                  "finishedAt": "2026-01-01T00:00:10Z"}  # fmt: skip
+    return pod("tj-node-0-1-abcde", 1, rv, phase="Failed",
+               containerStatuses=[{"name": "node", "state": {"terminated": terminated}}])  # fmt: skip
+
+
+def _capture() -> Capture:
+    connection = Connection(Path("unused-kubeconfig"), None)
+    return Capture(connection, "kf", ManualClock(100.0), kinds=())
+
+
+def _failed() -> dict[str, Any]:
+    return trainjob(conditions=[{"type": "Failed", "status": "True", "reason": "FailedJobs",
+                                 "lastTransitionTime": "2026-01-01T00:00:11Z"}])  # fmt: skip
+
+
+def test_an_ended_attempt_keeps_no_records_and_a_later_rerun_is_still_seen() -> None:
+    capture, verdicts = _capture(), Verdicts(patience=600.0, settle=0.0)
+    for obj in (_failed(), jobset("js1", "3"), failed_pod("7")):
+        capture.seen(obj)
+    assert len(capture.records(REF)) == 3
+    outcome, gone = judge(capture, verdicts, REF, 110.0, None)
+    assert (outcome.state, outcome.cause, gone) == (State.FAILED, Cause.APP_ERROR, False)
+    assert capture.records(REF) == []  # final: released
+    kept, deleted = capture.latest_trainjob(REF)
+    assert kept is not None and not deleted and verdicts.must_retire("tj", kept) is None
+    assert kept["status"]["conditions"][0]["type"] == "Failed"
+    capture.seen(failed_pod("7"))  # seen again (e.g. a GET): harmless
+    capture.seen(jobset("js1", "3"))
+    judge(capture, verdicts, REF, 111.0, None)
+    assert verdicts.rerun("tj") is None
+    capture.seen(jobset("js2", "20"))  # Trainer re-created the JobSet (A.7)
+    again, _ = judge(capture, verdicts, REF, 112.0, None)
+    assert again == outcome and capture.records(REF) == []
+    proof = verdicts.rerun("tj")
+    assert proof is not None and proof.data["jobSetUids"] == ["js2"]
+    kept, _ = capture.latest_trainjob(REF)
+    why = verdicts.must_retire("tj", kept)
+    assert why is not None and "ran again" in why
+
+
+def test_a_running_attempt_keeps_its_records() -> None:
+    capture, verdicts = _capture(), Verdicts(patience=600.0, settle=0.0)
+    capture.seen(trainjob())
+    outcome, _ = judge(capture, verdicts, REF, 110.0, None)
+    assert not outcome.is_terminal and len(capture.records(REF)) == 1
+
+
+@pytest.mark.parametrize("count", [0, 3, 7])
+def test_lists_are_read_in_pages_and_whole(count: int, tmp_path: Path) -> None:
+    with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
+        for i in range(count):
+            emu.create({"apiVersion": "v1", "kind": "Event",
+                        "metadata": {"name": f"e-{i}", "namespace": NS},
+                        "involvedObject": {"kind": "Pod", "name": "p", "namespace": NS}})  # fmt: skip
+
+        async def read() -> tuple[list[int], list[str], str]:
+            connection = Connection(tmp_path / "kubeconfig", None)
+            async with connection.session() as session:
+                pages = [p async for p in list_pages(session, CORE_EVENTS, NS, limit=2)]
+                whole = await list_raw(session, CORE_EVENTS, NS)
+            await connection.aclose()
+            names = [i["metadata"]["name"] for i in whole["items"] if i["kind"] == "Event"]
+            return [len(p["items"]) for p in pages], names, whole["metadata"]["resourceVersion"]
+
+        sizes, names, version = asyncio.run(read())
+    assert sizes == [2] * (count // 2) + ([count % 2] if count % 2 or not count else [])
+    assert sorted(names) == sorted(f"e-{i}" for i in range(count)) and version
