@@ -40,9 +40,22 @@ def _exit_codes(pods: list[dict[str, Any]]) -> dict[int, set[int]]:
     return out
 
 
-def test_app_error_on_one_rank_then_its_peer_crashes(world: World) -> None:
+@pytest.fixture
+def slow_world(tmp_path: Path) -> Iterator[World]:
+    """Emulated time 10x real (not 100x): the pods' half-second gap is 50 ms of real time, more
+    than the start skew of two pods on a loaded machine (at 100x it was 5 ms, and rank 0,
+    started a little earlier, sometimes really ended first)."""
+    made = World(tmp_path, kueue_config=kueue(), time_scale=10.0)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def test_app_error_on_one_rank_then_its_peer_crashes(slow_world: World) -> None:
     """Rank 1 exits 3 first; rank 0 (listed first, lower rank) crashes with 1 half a second
     later, as a peer does when its collective breaks. The first failure in time wins."""
+    world = slow_world
     job = world.submit(
         "peers",
         {"pods": [{"index": 1, "runFor": 3, "exitCode": 3},
