@@ -82,6 +82,23 @@ class RealSlurm:
             check=check,
         )
 
+    def node_states(self) -> dict[str, str]:
+        """Each node's state as ``sinfo`` shows it (``idle``, ``down*``, ``idle+drain`` …).
+
+        A node is listed once per partition it is in; the states are the same there."""
+        shown = self.run("sinfo", "-h", "-N", "-o", "%N %T", check=False)
+        return dict(line.split(" ", 1) for line in shown.stdout.splitlines() if " " in line)
+
+    def wait_until_idle(self, *nodes: str, timeout: float) -> None:
+        """Return once every node in ``nodes`` is ``idle``; ``RuntimeError`` after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        states = self.node_states()
+        while not all(states.get(node) == "idle" for node in nodes):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"nodes not idle after {timeout:.0f} s: {states}")
+            time.sleep(0.1)
+            states = self.node_states()
+
     def log(self, name: str) -> str:
         path = self.scratch / "log" / name
         return path.read_text(errors="replace") if path.exists() else ""
@@ -149,15 +166,8 @@ def start(tag: str) -> RealSlurm:
         subprocess.run(["slurmctld", "-f", str(conf), "-i"], env=env, check=True, timeout=30)
         for node in nodes:
             subprocess.run(["slurmd", "-f", str(conf), "-N", node], env=env, check=True, timeout=30)
-        deadline = time.monotonic() + 60
-        states: list[str] = []
-        while time.monotonic() < deadline:
-            shown = cluster.run("sinfo", "-h", "-N", "-o", "%T", check=False)
-            states = shown.stdout.split()
-            if len(states) == 2 and all(s == "idle" for s in states):
-                return cluster
-            time.sleep(0.1)
-        raise RuntimeError(f"nodes not idle after 60 s: {states}")
+        cluster.wait_until_idle(*nodes, timeout=60)
+        return cluster
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, RuntimeError) as exc:
         logs = "\n".join(
             f"--- {name}\n{cluster.log(name)[-2000:]}"

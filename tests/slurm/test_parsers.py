@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,49 @@ def test_jobcomp_file() -> None:
     assert jobs["dispatch-oom-a1"].derived_exit == ExitStatus(0, 125)
     assert jobs["dispatch-timeout-a1"].exit == ExitStatus(0, 0)  # jobcomp writes 0:0 here
     assert all(job.source is Source.JOBCOMP for job in jobs.values())
+
+
+#: NODE_FAIL (node set DOWN under a running job) and PREEMPTED (a job of a higher
+#: PriorityTier partition) as Slurm 22.05 itself reports them, in every source without sacct.
+SCHEDULER_ENDS = {
+    "dispatch-nodefail-x1-a1": (State.FAILED, Cause.NODE_LOST),
+    "dispatch-preempted-x1-a1": (State.FAILED, Cause.PREEMPTED),
+}
+
+
+@pytest.mark.parametrize(
+    ("file", "parse"),
+    [
+        ("squeue-node-fail-preempted-22.05.json", parse_squeue_json_output),
+        ("scontrol-show-job-node-fail-preempted-22.05.txt", parse_scontrol_jobs_output),
+        ("jobcomp-node-fail-preempted-22.05.txt", parse_jobcomp_output),
+    ],
+)
+def test_recorded_node_failure_and_preemption(
+    file: str, parse: Callable[[str], list[SlurmJob]]
+) -> None:
+    jobs = by_name(parse(recorded(file)))
+    for name, expected in SCHEDULER_ENDS.items():
+        assert outcome_of(jobs[name]) == expected, name
+    assert jobs["dispatch-nodefail-x1-a1"].states[0] == "NODE_FAIL"
+    assert jobs["dispatch-preempted-x1-a1"].states[0] == "PREEMPTED"  # not CANCELLED
+
+
+def test_node_failure_names_the_lost_node_from_the_batch_output() -> None:
+    jobs = by_name(parse_squeue_json_output(recorded("squeue-node-fail-preempted-22.05.json")))
+    output = parse_batch_output(recorded("batch-output-node-fail.txt"))
+    assert [(n.node, n.line) for n in output.node_failures] == [
+        ("xn2", "srun: error: Node failure on xn2")
+    ]
+    outcome = derive_outcome(jobs["dispatch-nodefail-x1-a1"], output)
+    assert outcome.cause is Cause.NODE_LOST
+    assert outcome.first_failure is not None
+    assert (outcome.first_failure.where, outcome.first_failure.node) == ("xn2", 1)
+    assert outcome.summary.endswith("NODE_FAIL: a node of the allocation failed (xn2)")
+    # a preemption kills every task; no node failed, so none is named as lost
+    preempted = parse_batch_output(recorded("batch-output-preempted.txt"))
+    assert preempted.node_failures == ()
+    assert "(xn" not in derive_outcome(jobs["dispatch-preempted-x1-a1"], preempted).summary
 
 
 def test_sacct_jobs_with_steps() -> None:

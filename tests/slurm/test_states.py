@@ -96,6 +96,13 @@ def test_an_unknown_state_is_never_reported_as_an_end() -> None:
     assert "WARPED" in outcome.summary
 
 
+def test_a_flag_slurm_shows_as_the_state_is_known() -> None:
+    # 22.05's squeue --json and scontrol name the flag alone while processes are cleaned up
+    outcome = derive_outcome(job("COMPLETING", reason="NodeDown"))
+    assert outcome.state is State.RUNNING
+    assert outcome.summary.endswith("COMPLETING (NodeDown)")
+
+
 def test_failed_with_an_oom_step_is_out_of_memory() -> None:
     by_derived = job("FAILED", exit=ExitStatus(1, 0), derived_exit=ExitStatus(0, 125))
     assert derive_outcome(by_derived).cause is Cause.OUT_OF_MEMORY

@@ -276,7 +276,7 @@ class SlurmAdapter:
         output = None
         if derive_outcome(job).state is State.FAILED:
             output = await self._batch_output(handle)
-            if output.failures or output.out_of_memory:
+            if output.failures or output.out_of_memory or output.node_failures:
                 evidence.append(output_evidence(handle, output, now))
         outcome = derive_outcome(job, output)
         outcome = replace(outcome, evidence=tuple(evidence))

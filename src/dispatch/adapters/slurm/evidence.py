@@ -48,10 +48,12 @@ def output_evidence(handle: AttemptHandle, output: BatchOutput, now: float) -> E
         key=f"batch-output:{handle.native}",
         observed_at=now,
         summary=f"srun reported {len(output.failures)} failed task(s)"
-        + (", out of memory" if output.out_of_memory else ""),
+        + (", out of memory" if output.out_of_memory else "")
+        + "".join(f", node failure on {n.node}" for n in output.node_failures),
         data={
             "failures": [f.line for f in output.failures],
             "outOfMemory": output.out_of_memory,
             "launchFailed": output.launch_failed,
+            "nodeFailures": [n.line for n in output.node_failures],
         },
     )

@@ -1,8 +1,9 @@
 """What srun and slurmstepd print into a batch job's output, read as evidence.
 
 Without accounting, Slurm keeps no per-task record; srun itself reports each failed task in
-the batch script's output (``srun: error: n2: task 1: Exited with exit code 3``) and
-slurmstepd reports out-of-memory kills. This module parses those lines. Pure; no I/O.
+the batch script's output (``srun: error: n2: task 1: Exited with exit code 3``) and every
+node that failed under its step (``srun: error: Node failure on n2``), and slurmstepd reports
+out-of-memory kills. This module parses those lines. Pure; no I/O.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ _OOM_LINES = (
     re.compile(r": Out Of Memory$"),
 )
 _LAUNCH_FAILED = re.compile(r"^srun: error: .*(launch failed|Unable to create step)")
+#: srun's line when a node of the allocation fails under a step (node set DOWN, slurmd lost)
+_NODE_FAILURE = re.compile(r"^srun: error: Node failure on (?P<node>\S+)$")
 
 #: "Terminated" -> 15, "Killed" -> 9 …, as srun names the signal that ended a task.
 SIGNAL_NAMES = {
@@ -49,12 +52,21 @@ class TaskFailure:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeFailure:
+    """A node srun reported failed under its step (``srun: error: Node failure on n2``)."""
+
+    node: str
+    line: str
+
+
+@dataclass(frozen=True, slots=True)
 class BatchOutput:
     """The failure lines found in a batch job's output, in the order printed."""
 
     failures: tuple[TaskFailure, ...] = ()
     out_of_memory: bool = False
     launch_failed: bool = False
+    node_failures: tuple[NodeFailure, ...] = ()
 
     def first_failure(self) -> TaskFailure | None:
         """The task that failed first on its own: the first one not killed as collateral."""
@@ -71,6 +83,7 @@ class BatchOutput:
 def parse_batch_output(text: str) -> BatchOutput:
     """The failures srun and slurmstepd printed in ``text`` (a batch job's output)."""
     failures: list[TaskFailure] = []
+    node_failures: list[NodeFailure] = []
     out_of_memory = False
     launch_failed = False
     for raw in text.splitlines():
@@ -79,6 +92,9 @@ def parse_batch_output(text: str) -> BatchOutput:
             out_of_memory = True
         if _LAUNCH_FAILED.match(line):
             launch_failed = True
+        lost = _NODE_FAILURE.match(line)
+        if lost:
+            node_failures.append(NodeFailure(lost.group("node"), line))
         match = _TASK_LINE.match(line)
         if not match:
             continue
@@ -95,7 +111,7 @@ def parse_batch_output(text: str) -> BatchOutput:
                     out_of_memory=what == "Out Of Memory",
                 )
             )
-    return BatchOutput(tuple(failures), out_of_memory, launch_failed)
+    return BatchOutput(tuple(failures), out_of_memory, launch_failed, tuple(node_failures))
 
 
 def _task_numbers(text: str) -> list[int]:

@@ -2,7 +2,7 @@
 
 The tables are the whole mapping; ``derive_outcome`` only refines a cause with evidence the
 state alone does not carry (an out-of-memory step inside a FAILED job, who cancelled, which
-task failed first). Names follow https://slurm.schedmd.com/job_state_codes.html. Pure; no I/O.
+task failed first, which node was lost). Names follow https://slurm.schedmd.com/job_state_codes.html. Pure; no I/O.
 """
 
 from __future__ import annotations
@@ -133,8 +133,10 @@ def derive_outcome(job: SlurmJob, output: BatchOutput | None = None) -> Outcome:
     cause = mapped.cause or Cause.UNKNOWN
     if cause is Cause.APP_ERROR and job.state == "FAILED":
         cause = _refine_failed(job, output)
-    failure = _first_failure(job, output)
-    summary = f"{where} {_shown_state(job)}: {_explain(cause, job, failure)}"
+    lost = _lost_node(job, output) if cause is Cause.NODE_LOST else None
+    failure = lost or _first_failure(job, output)
+    explained = _explain(cause, job, failure) + (f" ({lost.where})" if lost else "")
+    summary = f"{where} {_shown_state(job)}: {explained}"
     return Outcome(State.FAILED, cause, summary=summary, first_failure=failure)
 
 
@@ -148,8 +150,13 @@ def _shown_state(job: SlurmJob) -> str:
 
 def _progress(job: SlurmJob, where: str) -> str:
     reason = f" ({job.reason})" if job.reason and job.reason != "None" else ""
-    unknown = "" if job.state in BASE_STATES else " (a state dispatch does not know; kept alive)"
+    unknown = "" if _known(job) else " (a state dispatch does not know; kept alive)"
     return f"{where} {_shown_state(job)}{reason}{unknown}"
+
+
+def _known(job: SlurmJob) -> bool:
+    """Whether a table maps this job; 22.05 names a flag such as COMPLETING as *the* state."""
+    return any(s in BASE_STATES or s in FLAG_STATES for s in (job.state, *job.flags))
 
 
 def _cancelled(job: SlurmJob) -> str:
@@ -211,6 +218,20 @@ def _first_failure(job: SlurmJob, output: BatchOutput | None) -> Failure | None:
         exit_code=exit.code or None,
         signal=exit.signal or None,
         message=f"exit code {job.exit}, highest step exit code {job.derived_exit}",
+    )
+
+
+def _lost_node(job: SlurmJob, output: BatchOutput | None) -> Failure | None:
+    """The node srun reported failed under the step, the first when several did; the exit
+    statuses of a job ended by a node failure tell nothing about it."""
+    if output is None or not output.node_failures:
+        return None
+    lost = output.node_failures[0]
+    nodes = expand_hostlist(job.nodes)
+    return Failure(
+        node=nodes.index(lost.node) if lost.node in nodes else None,
+        where=lost.node,
+        message=lost.line,
     )
 
 
