@@ -1,10 +1,10 @@
 """``LocalAdapter``: the embedded scheduler. A job's nodes run as process groups on this machine.
 
 ``start`` spawns one detached attempt runner per attempt (``runner.py``) and returns once the
-runner has claimed the attempt (it says so on a pipe, so ``start`` wakes at once); the runner owns the processes, so the attempt survives the
-process that called ``start`` (``dispatch submit`` returns at once) and any process can
-observe or cancel it later through the attempt directory (``files.py``). Differences from
-the SPI's general text:
+runner has claimed the attempt (it says so on a pipe, so ``start`` wakes at once); the runner
+owns the processes, so the attempt survives the process that called ``start`` (``dispatch
+submit`` returns at once) and any process can observe or cancel it later through the attempt
+directory (``files.py``). Differences from the SPI's general text:
 
 * ``start`` refuses (``Unsupported``) what ``capabilities`` refuses; it adopts an attempt
   whose runner was already spawned or has already claimed it, and never runs it twice.
@@ -32,7 +32,7 @@ from pathlib import Path
 from dispatch.adapters.base import AdapterContext
 from dispatch.adapters.local import capabilities as caps
 from dispatch.adapters.local import causes, output, procs
-from dispatch.adapters.local.changes import Changes
+from dispatch.adapters.local.changes import Changes, readable
 from dispatch.adapters.local.files import (
     CLAIMED,
     READY_FD_ENV,
@@ -235,26 +235,20 @@ class LocalAdapter:
     async def _hear_claim(self, paths: AttemptPaths, ready: int) -> None:
         """Wait, without polling, for the runner just spawned to claim the attempt (it writes
         ``CLAIMED`` on ``ready``) or to end without claiming it (end of file)."""
-        loop = asyncio.get_running_loop()
-        heard: asyncio.Future[bytes] = loop.create_future()
-
-        def readable() -> None:
-            if not heard.done():
-                heard.set_result(os.read(ready, 1))
-
-        loop.add_reader(ready, readable)
         try:
-            await asyncio.wait({heard}, timeout=self.start_timeout)
+            said = (
+                os.read(ready, 1)
+                if await readable(ready, asyncio.sleep(self.start_timeout))
+                else None
+            )
         finally:
-            loop.remove_reader(ready)
             os.close(ready)
         if paths.claim.exists():
             return
-        if heard.done() and heard.result() != CLAIMED:
+        if said is not None and said != CLAIMED:
             raise OutcomeUnknown(
                 f"the attempt runner ended before claiming the attempt; see {paths.runner_log}"
             )
-        heard.cancel()
         raise OutcomeUnknown(f"the attempt runner did not claim {paths.root} in time")
 
     async def _wait_for_claim(self, paths: AttemptPaths) -> None:

@@ -19,13 +19,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dispatch.clock import Clock
 
 if TYPE_CHECKING:
     from inotify_simple import INotify
+
+
+async def readable(fd: int, timer: Coroutine[Any, Any, None]) -> bool:
+    """Wait until ``fd`` can be read (True) or ``timer`` ends first (False), without polling."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def woken() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, woken)
+    sleeper = asyncio.ensure_future(timer)
+    try:
+        await asyncio.wait({ready, sleeper}, return_when=asyncio.FIRST_COMPLETED)
+        return ready.done()
+    finally:
+        loop.remove_reader(fd)
+        sleeper.cancel()
+        ready.cancel()
 
 
 class Changes:
@@ -59,21 +80,7 @@ class Changes:
         if inotify is None:
             await self.clock.sleep(min(self.fallback, timeout))
             return
-        loop = asyncio.get_running_loop()
-        ready: asyncio.Future[None] = loop.create_future()
-
-        def readable() -> None:
-            if not ready.done():
-                ready.set_result(None)
-
-        loop.add_reader(inotify.fileno(), readable)
-        sleeper = asyncio.ensure_future(self.clock.sleep(timeout))
-        try:
-            await asyncio.wait({ready, sleeper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            loop.remove_reader(inotify.fileno())
-            sleeper.cancel()
-            ready.cancel()
+        await readable(inotify.fileno(), self.clock.sleep(timeout))
         with contextlib.suppress(BlockingIOError):
             inotify.read(timeout=0)  # drain what woke us
 
