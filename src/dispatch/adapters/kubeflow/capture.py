@@ -25,8 +25,15 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
   differently). A stream is caught up with ``v`` once it delivered ``v`` or later. A quiet
   stream delivers nothing (its bookmarks come about once a minute), so an open stream still
   behind ``v`` ``QUIET`` seconds after ``since`` that delivered nothing for ``QUIET`` seconds
-  lists again (at most every ``RELIST_EVERY`` seconds): a list is a consistent read, so
-  afterwards the stream is past ``v`` exactly. Streams still delivering are left to it.
+  is **checked**: a list (a consistent read at its version ``L``) whose every object is
+  exactly the version the stream last delivered, with none missing, proves the stream has
+  delivered everything up to ``L``; it files nothing and the watch stays open, so no state
+  between is skipped. A stream is checked again only after a pause that grows with what its
+  list costs (``QUIET`` to ``RELIST_EVERY`` seconds). A check that finds changes the watch has
+  not delivered leaves them to the watch; after ``MISMATCHES`` such checks with nothing
+  delivered in between the watch is taken as stuck and the stream lists again. (Objects
+  created and deleted before the list are invisible to it; their events still arrive.)
+  Streams still delivering are left to it.
 * ``synced`` is set once every stream has made its first list (or was skipped), so a first
   judgement is not made on half the evidence. ``changed`` is set whenever a record is filed.
 """
@@ -56,8 +63,12 @@ BACKOFF = (0.2, 5.0)
 #: seconds a terminal outcome waits for the streams behind it before they list again (a
 #: healthy API server delivers watch events within milliseconds)
 QUIET = 0.25
-#: a stream lists again for that reason at most once in this many seconds
+#: a quiet stream is checked again at most after this many seconds, or sooner when its list
+#: costs less than a ``1/CHECK_SHARE`` of the pause
 RELIST_EVERY = 2.0
+CHECK_SHARE = 10
+#: checks in a row that find changes the quiet watch did not deliver before it lists again
+MISMATCHES = 3
 
 Sleep = Callable[[float], Awaitable[None]]
 #: one stream: the watched kind's name and its namespace (None: cluster-scoped)
@@ -101,8 +112,10 @@ class Capture:
         self._open: set[Stream] = set()  # streams whose watch is open
         self._streams: dict[Stream, tuple[WatchedKind, asyncio.Task[None]]] = {}
         self._last = LastStates()  # per stream: each object's version and last state
-        self._relisted_at: dict[Stream, float] = {}
         self._delivered_at: dict[Stream, float] = {}
+        self._checks: dict[Stream, asyncio.Task[None]] = {}  # checks in flight
+        self._check_due: dict[Stream, float] = {}  # when a stream may be checked again
+        self._mismatches: dict[Stream, int] = {}
 
     # --- records ----------------------------------------------------------------------------
 
@@ -227,21 +240,83 @@ class Capture:
         self._tasks.append(task)
         self._streams[(kind.name, namespace)] = (kind, task)
 
-    def _relist_behind(self, position: int) -> None:
-        """Make every open stream behind ``position`` list again (see the module docstring)."""
+    def _check_behind(self, position: int) -> None:
+        """Check every open quiet stream behind ``position`` (see the module docstring)."""
         now = self.clock.now()
-        for stream, (kind, task) in list(self._streams.items()):
+        for stream, (kind, _) in list(self._streams.items()):
             version = self._versions.get(stream)
             if version is None or version >= position or stream not in self._open:
                 continue  # listing already, caught up, or recovering by itself
             if now - self._delivered_at.get(stream, -math.inf) < QUIET:
                 continue  # still delivering: it gets past ``position`` by itself
-            if now - self._relisted_at.get(stream, -math.inf) < RELIST_EVERY:
+            if stream in self._checks or now < self._check_due.get(stream, -math.inf):
                 continue
-            self._relisted_at[stream] = now
-            task.cancel()
-            self._tasks.remove(task)
-            self._spawn(kind, stream[1], relist=True)
+            self._checks[stream] = asyncio.ensure_future(self._check(kind, stream))
+
+    async def _check(self, kind: WatchedKind, stream: Stream) -> None:
+        began = self.clock.now()
+        try:
+            listed = await self._unchanged_until(kind, stream)
+        except TransientError as exc:
+            self._note(f"{kind.name}: check failed ({exc})")
+            listed = None
+        else:
+            if listed is None:
+                self._mismatches[stream] = self._mismatches.get(stream, 0) + 1
+        finally:
+            self._checks.pop(stream, None)
+            now = self.clock.now()
+            pause = min(RELIST_EVERY, max(QUIET, CHECK_SHARE * (now - began)))
+            self._check_due[stream] = now + pause
+        if listed is not None:
+            self._mismatches.pop(stream, None)
+            before = self._versions.get(stream)
+            if before is not None and listed > before:
+                self._versions[stream] = listed
+        elif self._mismatches.get(stream, 0) >= MISMATCHES:
+            self._mismatches.pop(stream, None)
+            self._relist(kind, stream)
+
+    async def _unchanged_until(self, kind: WatchedKind, stream: Stream) -> int | None:
+        """The version of a list of the stream's objects if the stream has delivered every
+        change up to it (every object at the version last delivered, none missing), else
+        None. Files nothing."""
+        session = await self._ready_session()
+        present: set[str] = set()
+        listed: int | None = None
+        differs = False
+        async for page in list_pages(
+            session, kind.resource, stream[1], label_selector=kind.selector
+        ):
+            if listed is None:
+                version = text_of(dig(page, "metadata", "resourceVersion"))
+                if not version.isdigit():
+                    return None
+                listed = int(version)
+            for item in page.get("items") or []:
+                if not isinstance(item, dict):
+                    continue
+                key = _key_of(item)
+                present.add(key)
+                differs = differs or self._last.version(stream, key) != version_of(item)
+        if listed is None:
+            return None
+        reached = self._versions.get(stream)
+        if reached is not None and reached >= listed:
+            return listed  # the watch delivered past the list meanwhile
+        if differs or self._last.keys(stream) - present:
+            return None
+        return listed
+
+    def _relist(self, kind: WatchedKind, stream: Stream) -> None:
+        """Replace the stream's watch by a list and a new watch."""
+        entry = self._streams.get(stream)
+        if entry is None or stream not in self._open:
+            return
+        task = entry[1]
+        task.cancel()
+        self._tasks.remove(task)
+        self._spawn(kind, stream[1], relist=True)
 
     async def _hold_session(self) -> None:
         async with self.connection.session() as session:
@@ -287,6 +362,7 @@ class Capture:
                         timeout_seconds=WATCH_SECONDS,
                     ):
                         pause = BACKOFF[0]  # the stream works: a later drop starts afresh
+                        self._mismatches.pop(stream, None)  # and is not stuck
                         obj = event.get("object") or {}
                         version = text_of(dig(obj, "metadata", "resourceVersion")) or version
                         if event.get("type") == "BOOKMARK":
@@ -335,11 +411,12 @@ class Capture:
     def caught_up(self, position: int, since: float | None = None) -> bool:
         """Every stream has delivered everything up to ``position`` (resourceVersions are
         etcd revisions in practice: one counter for all kinds; opaque ones never compare), or
-        ``QUIET`` seconds after ``since``, open streams still behind list again (None: never)."""
+        ``QUIET`` seconds after ``since``, open quiet streams still behind are checked (None:
+        never)."""
         if all(v is not None and v >= position for v in self._versions.values()):
             return True
         if since is not None and self.clock.now() - since >= QUIET:
-            self._relist_behind(position)
+            self._check_behind(position)
         return False
 
     def _update(self, stream: Stream, key: str, obj: dict[str, Any]) -> None:
@@ -376,13 +453,14 @@ class Capture:
     async def close(self) -> None:
         """Stop every stream and close the session."""
         self._stop.set()
-        tasks = [*self._tasks, *([self._opened] if self._opened else [])]
+        tasks = [*self._tasks, *self._checks.values(), *([self._opened] if self._opened else [])]
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, TransientError):
                 await task
         self._tasks.clear()
+        self._checks.clear()
         self._streams.clear()
         self._opened = None
         self._session = None
