@@ -24,16 +24,18 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
   until every kind has delivered what happened before it (streams of different kinds lag
   differently). A stream is caught up with ``v`` once it delivered ``v`` or later. A quiet
   stream delivers nothing (its bookmarks come about once a minute), so an open stream still
-  behind ``v`` ``QUIET`` seconds after ``since`` that delivered nothing for ``QUIET`` seconds
-  is **checked**: a list (a consistent read at its version ``L``) whose every object is
+  behind ``v`` ``QUIET`` seconds after ``since`` that delivered nothing for ``QUIET`` seconds,
+  or any stream still behind ``RELIST_EVERY`` seconds after ``since`` (one that delivers, or
+  keeps being dropped, but too slowly to catch up), is **checked**: a list (a consistent read at its version ``L``) whose every object is
   exactly the version the stream last delivered, with none missing, proves the stream has
   delivered everything up to ``L``; it files nothing and the watch stays open, so no state
   between is skipped. A stream is checked again only after a pause that grows with what its
   list costs (``QUIET`` to ``RELIST_EVERY`` seconds). A check that finds changes the watch has
-  not delivered leaves them to the watch; after ``MISMATCHES`` such checks with nothing
-  delivered in between the watch is taken as stuck and the stream lists again. (Objects
-  created and deleted before the list are invisible to it; their events still arrive.)
-  Streams still delivering are left to it.
+  not delivered leaves them to the watch, which delivers within milliseconds when healthy; if
+  by the next check it has still not reached that list's version, the watch is stuck or lags
+  (a half-open connection, or one too slow for the changes) and the stream lists again.
+  (Objects created and deleted before a check's list are invisible to it; their events still
+  arrive.) Streams still delivering are left to it.
 * ``synced`` is set once every stream has made its first list (or was skipped), so a first
   judgement is not made on half the evidence. ``changed`` is set whenever a record is filed.
 """
@@ -67,8 +69,6 @@ QUIET = 0.25
 #: costs less than a ``1/CHECK_SHARE`` of the pause
 RELIST_EVERY = 2.0
 CHECK_SHARE = 10
-#: checks in a row that find changes the quiet watch did not deliver before it lists again
-MISMATCHES = 3
 
 Sleep = Callable[[float], Awaitable[None]]
 #: one stream: the watched kind's name and its namespace (None: cluster-scoped)
@@ -115,7 +115,7 @@ class Capture:
         self._delivered_at: dict[Stream, float] = {}
         self._checks: dict[Stream, asyncio.Task[None]] = {}  # checks in flight
         self._check_due: dict[Stream, float] = {}  # when a stream may be checked again
-        self._mismatches: dict[Stream, int] = {}
+        self._short_of: dict[Stream, int] = {}  # a check's list the watch had not reached
 
     # --- records ----------------------------------------------------------------------------
 
@@ -240,15 +240,18 @@ class Capture:
         self._tasks.append(task)
         self._streams[(kind.name, namespace)] = (kind, task)
 
-    def _check_behind(self, position: int) -> None:
-        """Check every open quiet stream behind ``position`` (see the module docstring)."""
+    def _check_behind(self, position: int, since: float) -> None:
+        """Check the streams behind ``position`` that are quiet, or that have kept an outcome
+        waiting since ``since`` for ``RELIST_EVERY`` seconds (see the module docstring)."""
         now = self.clock.now()
+        overdue = now - since >= RELIST_EVERY
         for stream, (kind, _) in list(self._streams.items()):
             version = self._versions.get(stream)
-            if version is None or version >= position or stream not in self._open:
-                continue  # listing already, caught up, or recovering by itself
-            if now - self._delivered_at.get(stream, -math.inf) < QUIET:
-                continue  # still delivering: it gets past ``position`` by itself
+            if version is None or version >= position:
+                continue  # listing already, or caught up
+            quiet = now - self._delivered_at.get(stream, -math.inf) >= QUIET
+            if not overdue and not (quiet and stream in self._open):
+                continue  # delivering, or resuming: it gets past ``position`` by itself
             if stream in self._checks or now < self._check_due.get(stream, -math.inf):
                 continue
             self._checks[stream] = asyncio.ensure_future(self._check(kind, stream))
@@ -256,31 +259,32 @@ class Capture:
     async def _check(self, kind: WatchedKind, stream: Stream) -> None:
         began = self.clock.now()
         try:
-            listed = await self._unchanged_until(kind, stream)
+            unchanged, listed = await self._unchanged_until(kind, stream)
         except TransientError as exc:
             self._note(f"{kind.name}: check failed ({exc})")
-            listed = None
-        else:
-            if listed is None:
-                self._mismatches[stream] = self._mismatches.get(stream, 0) + 1
+            return
         finally:
             self._checks.pop(stream, None)
             now = self.clock.now()
             pause = min(RELIST_EVERY, max(QUIET, CHECK_SHARE * (now - began)))
             self._check_due[stream] = now + pause
-        if listed is not None:
-            self._mismatches.pop(stream, None)
-            before = self._versions.get(stream)
+        before = self._versions.get(stream)
+        if unchanged and listed is not None:
+            self._short_of.pop(stream, None)
             if before is not None and listed > before:
                 self._versions[stream] = listed
-        elif self._mismatches.get(stream, 0) >= MISMATCHES:
-            self._mismatches.pop(stream, None)
+            return
+        short_of = self._short_of.get(stream)
+        if short_of is not None and (before is None or before < short_of):
+            self._short_of.pop(stream, None)  # still short of the last check's list: stuck
             self._relist(kind, stream)
+        elif listed is not None:
+            self._short_of[stream] = listed
 
-    async def _unchanged_until(self, kind: WatchedKind, stream: Stream) -> int | None:
-        """The version of a list of the stream's objects if the stream has delivered every
-        change up to it (every object at the version last delivered, none missing), else
-        None. Files nothing."""
+    async def _unchanged_until(self, kind: WatchedKind, stream: Stream) -> tuple[bool, int | None]:
+        """(whether the stream has delivered every change up to its list's version, that
+        version): every object of the list at the version last delivered, none missing.
+        Files nothing."""
         session = await self._ready_session()
         present: set[str] = set()
         listed: int | None = None
@@ -291,7 +295,7 @@ class Capture:
             if listed is None:
                 version = text_of(dig(page, "metadata", "resourceVersion"))
                 if not version.isdigit():
-                    return None
+                    return False, None
                 listed = int(version)
             for item in page.get("items") or []:
                 if not isinstance(item, dict):
@@ -299,20 +303,16 @@ class Capture:
                 key = _key_of(item)
                 present.add(key)
                 differs = differs or self._last.version(stream, key) != version_of(item)
-        if listed is None:
-            return None
         reached = self._versions.get(stream)
-        if reached is not None and reached >= listed:
-            return listed  # the watch delivered past the list meanwhile
-        if differs or self._last.keys(stream) - present:
-            return None
-        return listed
+        if listed is None or (reached is not None and reached >= listed):
+            return listed is not None, listed  # the watch delivered past the list meanwhile
+        return not differs and not self._last.keys(stream) - present, listed
 
     def _relist(self, kind: WatchedKind, stream: Stream) -> None:
         """Replace the stream's watch by a list and a new watch."""
         entry = self._streams.get(stream)
-        if entry is None or stream not in self._open:
-            return
+        if entry is None or self._versions.get(stream) is None:
+            return  # gone, or listing already
         task = entry[1]
         task.cancel()
         self._tasks.remove(task)
@@ -362,7 +362,6 @@ class Capture:
                         timeout_seconds=WATCH_SECONDS,
                     ):
                         pause = BACKOFF[0]  # the stream works: a later drop starts afresh
-                        self._mismatches.pop(stream, None)  # and is not stuck
                         obj = event.get("object") or {}
                         version = text_of(dig(obj, "metadata", "resourceVersion")) or version
                         if event.get("type") == "BOOKMARK":
@@ -416,7 +415,7 @@ class Capture:
         if all(v is not None and v >= position for v in self._versions.values()):
             return True
         if since is not None and self.clock.now() - since >= QUIET:
-            self._check_behind(position)
+            self._check_behind(position, since)
         return False
 
     def _update(self, stream: Stream, key: str, obj: dict[str, Any]) -> None:
