@@ -25,8 +25,8 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
   differently). A stream is caught up with ``v`` once it delivered ``v`` or later. A quiet
   stream delivers nothing (its bookmarks come about once a minute), so an open stream still
   behind ``v`` ``QUIET`` seconds after ``since`` that delivered nothing for ``QUIET`` seconds,
-  or any stream still behind ``RELIST_EVERY`` seconds after ``since`` (one that delivers, or
-  keeps being dropped, but too slowly to catch up), is **checked**: a list (a consistent read at its version ``L``) whose every object is
+  or a stream still behind ``RELIST_EVERY`` seconds after ``since`` and found resuming (one
+  dropped again and again, too soon each time to catch up), is **checked**: a list (a consistent read at its version ``L``) whose every object is
   exactly the version the stream last delivered, with none missing, proves the stream has
   delivered everything up to ``L``; it files nothing and the watch stays open, so no state
   between is skipped. A stream is checked again only after a pause that grows with what its
@@ -241,17 +241,20 @@ class Capture:
         self._streams[(kind.name, namespace)] = (kind, task)
 
     def _check_behind(self, position: int, since: float) -> None:
-        """Check the streams behind ``position`` that are quiet, or that have kept an outcome
-        waiting since ``since`` for ``RELIST_EVERY`` seconds (see the module docstring)."""
+        """Check the streams behind ``position`` that are open and quiet, or that have kept an
+        outcome waiting since ``since`` for ``RELIST_EVERY`` seconds while resuming again and
+        again (see the module docstring)."""
         now = self.clock.now()
         overdue = now - since >= RELIST_EVERY
         for stream, (kind, _) in list(self._streams.items()):
             version = self._versions.get(stream)
             if version is None or version >= position:
                 continue  # listing already, or caught up
-            quiet = now - self._delivered_at.get(stream, -math.inf) >= QUIET
-            if not overdue and not (quiet and stream in self._open):
-                continue  # delivering, or resuming: it gets past ``position`` by itself
+            if stream in self._open:
+                if now - self._delivered_at.get(stream, -math.inf) < QUIET:
+                    continue  # delivering: it gets past ``position`` by itself
+            elif not overdue:
+                continue  # resuming: it gets past ``position`` by itself, normally
             if stream in self._checks or now < self._check_due.get(stream, -math.inf):
                 continue
             self._checks[stream] = asyncio.ensure_future(self._check(kind, stream))
