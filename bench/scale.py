@@ -148,6 +148,20 @@ def run_child(argv: list[str], deadline: float) -> tuple[bool, str]:
     return True, ""
 
 
+#: single-object reads dispatch makes to submit (the probe and each start), not to follow
+SUBMISSION_GETS = ("clustertrainingruntimes", "trainingruntimes", "configmaps", "discovery",
+                   "namespaces")  # fmt: skip
+
+
+def following_requests(counts: Any, jobs: int) -> int:
+    """dispatch's requests that follow jobs: every list and watch, and every GET except the
+    submission's (``SUBMISSION_GETS`` and one GET of its TrainJob per start)."""
+    reads = sum(n for (verb, _), n in counts.requests.items() if verb in ("list", "watch"))
+    gets = {resource: n for (verb, resource), n in counts.requests.items() if verb == "get"}
+    adoption = min(gets.get("trainjobs", 0), jobs)
+    return reads + sum(n for r, n in gets.items() if r not in SUBMISSION_GETS) - adoption
+
+
 def summarise(
     tool: str,
     jobs: int,
@@ -168,12 +182,10 @@ def summarise(
         if n in times.terminal and times.terminal[n] > submitted
     ]
     # following the jobs, without submitting them: all of the SDK run's requests (it submits
-    # nothing); dispatch's reads of TrainJobs (one GET per start is its adoption check)
-    following = (
-        counts.total
-        if tool == "sdk"
-        else sum(counts.count(verb, "trainjobs") for verb in ("get", "list", "watch"))
-    )
+    # nothing); dispatch's lists and watches of every kind and its reads of single objects,
+    # except the submission's (the cluster probe, each runtime read, and the one GET per
+    # start that is its adoption check)
+    following = counts.total if tool == "sdk" else following_requests(counts, jobs)
     by_kind: dict[str, int] = {}
     for (verb, resource), n in sorted(counts.requests.items()):
         by_kind[f"{verb} {resource}"] = n

@@ -160,3 +160,29 @@ def test_an_unreachable_api_is_a_transient_error(
     emulator.faults.add(FaultRule(verb="get", resource="clustertrainingruntimes", status=503))
     with pytest.raises(SchedulerUnavailable):
         run(make_adapter().capabilities(example_spec("torch")))
+
+
+def test_probe_requests_that_fail_once_are_tried_again(
+    emulator: Emulator, make_adapter: AdapterFactory
+) -> None:
+    clean = run(make_adapter().capabilities())  # every request answered
+    reviews = emulator.requests().count("create", "selfsubjectaccessreviews")
+    # one failure of the namespace read and of three access reviews (of about 26)
+    emulator.faults.add(FaultRule(verb="get", resource="namespaces", status=503, times=1))
+    emulator.faults.add(
+        FaultRule(verb="create", resource="selfsubjectaccessreviews", status=500, times=3)
+    )
+    report = run(make_adapter().capabilities())
+    assert report.accepted and report.answers == clean.answers
+    requests = emulator.requests()
+    assert requests.count("get", "namespaces") == 1 + 2  # the clean probe's, then two
+    assert requests.count("create", "selfsubjectaccessreviews") == 2 * reviews + 3
+
+
+def test_a_probe_request_that_keeps_failing_fails_the_probe(
+    emulator: Emulator, make_adapter: AdapterFactory
+) -> None:
+    emulator.faults.add(FaultRule(verb="get", resource="namespaces", status=503))
+    with pytest.raises(SchedulerUnavailable):
+        run(make_adapter().capabilities())
+    assert emulator.requests().count("get", "namespaces") == 3  # tried, then twice again

@@ -24,9 +24,18 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
   until every kind has delivered what happened before it (streams of different kinds lag
   differently). A stream is caught up with ``v`` once it delivered ``v`` or later. A quiet
   stream delivers nothing (its bookmarks come about once a minute), so an open stream still
-  behind ``v`` ``QUIET`` seconds after ``since`` that delivered nothing for ``QUIET`` seconds
-  lists again (at most every ``RELIST_EVERY`` seconds): a list is a consistent read, so
-  afterwards the stream is past ``v`` exactly. Streams still delivering are left to it.
+  behind ``v`` ``QUIET`` seconds after ``since`` that delivered nothing for ``QUIET`` seconds,
+  or a stream still behind ``RELIST_EVERY`` seconds after ``since`` and found resuming (one
+  dropped again and again, too soon each time to catch up), is **checked**: a list (a consistent read at its version ``L``) whose every object is
+  exactly the version the stream last delivered, with none missing, proves the stream has
+  delivered everything up to ``L``; it files nothing and the watch stays open, so no state
+  between is skipped. A stream is checked again only after a pause that grows with what its
+  list costs (``QUIET`` to ``RELIST_EVERY`` seconds). A check that finds changes the watch has
+  not delivered leaves them to the watch, which delivers within milliseconds when healthy; if
+  by the next check it has still not reached that list's version, the watch is stuck or lags
+  (a half-open connection, or one too slow for the changes) and the stream lists again.
+  (Objects created and deleted before a check's list are invisible to it; their events still
+  arrive.) Streams still delivering are left to it.
 * ``synced`` is set once every stream has made its first list (or was skipped), so a first
   judgement is not made on half the evidence. ``changed`` is set whenever a record is filed.
 """
@@ -56,8 +65,10 @@ BACKOFF = (0.2, 5.0)
 #: seconds a terminal outcome waits for the streams behind it before they list again (a
 #: healthy API server delivers watch events within milliseconds)
 QUIET = 0.25
-#: a stream lists again for that reason at most once in this many seconds
+#: a quiet stream is checked again at most after this many seconds, or sooner when its list
+#: costs less than a ``1/CHECK_SHARE`` of the pause
 RELIST_EVERY = 2.0
+CHECK_SHARE = 10
 
 Sleep = Callable[[float], Awaitable[None]]
 #: one stream: the watched kind's name and its namespace (None: cluster-scoped)
@@ -101,8 +112,10 @@ class Capture:
         self._open: set[Stream] = set()  # streams whose watch is open
         self._streams: dict[Stream, tuple[WatchedKind, asyncio.Task[None]]] = {}
         self._last = LastStates()  # per stream: each object's version and last state
-        self._relisted_at: dict[Stream, float] = {}
         self._delivered_at: dict[Stream, float] = {}
+        self._checks: dict[Stream, asyncio.Task[None]] = {}  # checks in flight
+        self._check_due: dict[Stream, float] = {}  # when a stream may be checked again
+        self._short_of: dict[Stream, int] = {}  # a check's list the watch had not reached
 
     # --- records ----------------------------------------------------------------------------
 
@@ -227,21 +240,86 @@ class Capture:
         self._tasks.append(task)
         self._streams[(kind.name, namespace)] = (kind, task)
 
-    def _relist_behind(self, position: int) -> None:
-        """Make every open stream behind ``position`` list again (see the module docstring)."""
+    def _check_behind(self, position: int, since: float) -> None:
+        """Check the streams behind ``position`` that are open and quiet, or that have kept an
+        outcome waiting since ``since`` for ``RELIST_EVERY`` seconds while resuming again and
+        again (see the module docstring)."""
         now = self.clock.now()
-        for stream, (kind, task) in list(self._streams.items()):
+        overdue = now - since >= RELIST_EVERY
+        for stream, (kind, _) in list(self._streams.items()):
             version = self._versions.get(stream)
-            if version is None or version >= position or stream not in self._open:
-                continue  # listing already, caught up, or recovering by itself
-            if now - self._delivered_at.get(stream, -math.inf) < QUIET:
-                continue  # still delivering: it gets past ``position`` by itself
-            if now - self._relisted_at.get(stream, -math.inf) < RELIST_EVERY:
+            if version is None or version >= position:
+                continue  # listing already, or caught up
+            if stream in self._open:
+                if now - self._delivered_at.get(stream, -math.inf) < QUIET:
+                    continue  # delivering: it gets past ``position`` by itself
+            elif not overdue:
+                continue  # resuming: it gets past ``position`` by itself, normally
+            if stream in self._checks or now < self._check_due.get(stream, -math.inf):
                 continue
-            self._relisted_at[stream] = now
-            task.cancel()
-            self._tasks.remove(task)
-            self._spawn(kind, stream[1], relist=True)
+            self._checks[stream] = asyncio.ensure_future(self._check(kind, stream))
+
+    async def _check(self, kind: WatchedKind, stream: Stream) -> None:
+        began = self.clock.now()
+        try:
+            unchanged, listed = await self._unchanged_until(kind, stream)
+        except TransientError as exc:
+            self._note(f"{kind.name}: check failed ({exc})")
+            return
+        finally:
+            self._checks.pop(stream, None)
+            now = self.clock.now()
+            pause = min(RELIST_EVERY, max(QUIET, CHECK_SHARE * (now - began)))
+            self._check_due[stream] = now + pause
+        before = self._versions.get(stream)
+        if unchanged and listed is not None:
+            self._short_of.pop(stream, None)
+            if before is not None and listed > before:
+                self._versions[stream] = listed
+            return
+        short_of = self._short_of.get(stream)
+        if short_of is not None and (before is None or before < short_of):
+            self._short_of.pop(stream, None)  # still short of the last check's list: stuck
+            self._relist(kind, stream)
+        elif listed is not None:
+            self._short_of[stream] = listed
+
+    async def _unchanged_until(self, kind: WatchedKind, stream: Stream) -> tuple[bool, int | None]:
+        """(whether the stream has delivered every change up to its list's version, that
+        version): every object of the list at the version last delivered, none missing.
+        Files nothing."""
+        session = await self._ready_session()
+        present: set[str] = set()
+        listed: int | None = None
+        differs = False
+        async for page in list_pages(
+            session, kind.resource, stream[1], label_selector=kind.selector
+        ):
+            if listed is None:
+                version = text_of(dig(page, "metadata", "resourceVersion"))
+                if not version.isdigit():
+                    return False, None
+                listed = int(version)
+            for item in page.get("items") or []:
+                if not isinstance(item, dict):
+                    continue
+                key = _key_of(item)
+                present.add(key)
+                differs = differs or self._last.version(stream, key) != version_of(item)
+        reached = self._versions.get(stream)
+        if listed is None or (reached is not None and reached >= listed):
+            return listed is not None, listed  # the watch delivered past the list meanwhile
+        return not differs and not self._last.keys(stream) - present, listed
+
+    def _relist(self, kind: WatchedKind, stream: Stream) -> None:
+        """Replace the stream's watch by a list and a new watch."""
+        entry = self._streams.get(stream)
+        if entry is None or self._versions.get(stream) is None:
+            return  # gone, or listing already
+        task = entry[1]
+        task.cancel()
+        self._tasks.remove(task)
+        self._spawn(kind, stream[1], relist=True)
 
     async def _hold_session(self) -> None:
         async with self.connection.session() as session:
@@ -335,11 +413,12 @@ class Capture:
     def caught_up(self, position: int, since: float | None = None) -> bool:
         """Every stream has delivered everything up to ``position`` (resourceVersions are
         etcd revisions in practice: one counter for all kinds; opaque ones never compare), or
-        ``QUIET`` seconds after ``since``, open streams still behind list again (None: never)."""
+        ``QUIET`` seconds after ``since``, open quiet streams still behind are checked (None:
+        never)."""
         if all(v is not None and v >= position for v in self._versions.values()):
             return True
         if since is not None and self.clock.now() - since >= QUIET:
-            self._relist_behind(position)
+            self._check_behind(position, since)
         return False
 
     def _update(self, stream: Stream, key: str, obj: dict[str, Any]) -> None:
@@ -376,13 +455,14 @@ class Capture:
     async def close(self) -> None:
         """Stop every stream and close the session."""
         self._stop.set()
-        tasks = [*self._tasks, *([self._opened] if self._opened else [])]
+        tasks = [*self._tasks, *self._checks.values(), *([self._opened] if self._opened else [])]
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, TransientError):
                 await task
         self._tasks.clear()
+        self._checks.clear()
         self._streams.clear()
         self._opened = None
         self._session = None

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from dispatch.adapters.kubeflow.build import MIN_TRAINER_VERSION
 from dispatch.adapters.kubeflow.client import TRAINER_GROUP, TRAINER_VERSION, Session
 from dispatch.adapters.kubeflow.shape import dig
-from dispatch.model import Capability, Forbidden, Reason
+from dispatch.model import Capability, Forbidden, Reason, TransientError
 
 TRAINER_NAMESPACE = "kubeflow-system"
 VERSION_CONFIGMAP = "kubeflow-trainer-public"
@@ -32,6 +32,11 @@ VERSION_KEY = "kubeflow_trainer_version"
 TRAINJOB_CRD = f"trainjobs.{TRAINER_GROUP}"
 JOBSET_GROUP = "jobset.x-k8s.io"
 KUEUE_GROUP = "kueue.x-k8s.io"
+
+#: pauses (real seconds) before a probe request that failed transiently is tried again
+RETRY_PAUSES = (0.1, 0.3)
+
+T = TypeVar("T")
 
 #: cluster-level refusal rule ids (beside the runtime rules and job checks)
 TRAINER_API = "trainer-api"
@@ -187,24 +192,41 @@ async def _namespace(session: Session, namespace: str) -> tuple[bool | None, str
     return True, f"namespace {namespace!r} exists"
 
 
+async def _tried(call: Callable[[], Awaitable[T]]) -> T:
+    """``call()``, tried again after ``RETRY_PAUSES`` when it fails transiently: every probe
+    request is a read or an access review, which change nothing, and one of about 30 failing
+    must not fail the start that asked (at 5 % failed requests, 4 probes in 5 would)."""
+    for pause in RETRY_PAUSES:
+        try:
+            return await call()
+        except TransientError as exc:
+            if exc.delay is not None and exc.delay > pause:
+                raise  # throttled for longer: the caller's retry waits as asked
+            await asyncio.sleep(pause)
+    return await call()
+
+
 async def probe(session: Session, namespace: str) -> ClusterFacts:
-    """Ask the cluster everything ``answers`` and ``refusals`` need (about 30 requests)."""
-    groups = await session.api_groups()
+    """Ask the cluster everything ``answers`` and ``refusals`` need (about 30 requests, each
+    tried again when it fails transiently)."""
+    groups = await _tried(session.api_groups)
     trainer: frozenset[str] = frozenset()
     if TRAINER_VERSION in groups.get(TRAINER_GROUP, []):
-        trainer = frozenset(await session.api_resources(TRAINER_GROUP, TRAINER_VERSION))
-    version = await _trainer_version(session) if trainer else TrainerVersion(None, "")
-    exists, why = await _namespace(session, namespace)
+        listed = await _tried(lambda: session.api_resources(TRAINER_GROUP, TRAINER_VERSION))
+        trainer = frozenset(listed)
+    if trainer:
+        version = await _tried(lambda: _trainer_version(session))
+    else:
+        version = TrainerVersion(None, "")
+    exists, why = await _tried(lambda: _namespace(session, namespace))
     kueue = tuple(groups.get(KUEUE_GROUP, []))
     checks = [c for c in VERB_CHECKS if kueue or not c.kueue]
-    answers = await asyncio.gather(
-        *(
-            session.can(
-                c.verb, c.group, c.resource, None if c.cluster_scoped else namespace, c.subresource
-            )
-            for c in checks
-        )
-    )
+
+    def review(c: VerbCheck) -> Callable[[], Awaitable[tuple[bool, str]]]:
+        scope = None if c.cluster_scoped else namespace
+        return lambda: session.can(c.verb, c.group, c.resource, scope, c.subresource)
+
+    answers = await asyncio.gather(*(_tried(review(c)) for c in checks))
     return ClusterFacts(
         namespace=namespace,
         trainer_resources=trainer,
