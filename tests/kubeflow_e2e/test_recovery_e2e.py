@@ -16,6 +16,7 @@ from .harness import NAMESPACE, World
 
 FAIL_ALWAYS = {"rules": [], "unmatched": "fail"}
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
+MERGE = "application/merge-patch+json"
 
 
 def _trainjob(world: World, job: str) -> str:
@@ -128,3 +129,41 @@ def test_failed_trainjob_run_again_stays_failed_and_is_stopped(world: World) -> 
         "ran again after its attempt ended" in why and "unplanned_recovery" in why
     ) or why == "its attempt ended (app_error) but the TrainJob could still run", why
     assert world.records.get_job(other).state is State.CANCELLED
+
+
+def _rank_pod(pods: list[dict[str, Any]], rank: int) -> dict[str, Any]:
+    index = "batch.kubernetes.io/job-completion-index"
+    return next(p for p in pods if p["metadata"]["labels"].get(index) == str(rank))
+
+
+def test_a_container_restarted_in_place_is_stopped(world: World) -> None:
+    """The kubelet restarts rank 1's container (restartCount 1; a webhook or a runtime that
+    dispatch did not see could set ``restartPolicy: OnFailure``): the rank ran twice inside one
+    attempt, so the attempt ends ``unplanned_recovery``, naming rank 1, and nothing is left
+    running."""
+    job = world.submit("restarted", {"default": {"runFor": 600}}, recovery=FAIL_ALWAYS)
+
+    def restart(pods: list[dict[str, Any]]) -> None:
+        pod = _rank_pod(pods, 1)
+        statuses = [dict(s) for s in pod["status"]["containerStatuses"]]
+        for status in statuses:
+            status["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error"}}
+            status["restartCount"] = 1
+        cluster = world.emulator.cluster
+        rtype = cluster.rtype("v1", "Pod")
+        name = pod["metadata"]["name"]
+        status = {**pod["status"], "containerStatuses": statuses}
+        body = {"status": status}
+        world.emulator.call(
+            lambda: cluster.store.patch(rtype, NAMESPACE, name, MERGE, body, subresource="status")
+        )
+
+    helper = world.when(lambda: world.running(job), restart)
+    asyncio.run(world.supervise(timeout=120))
+    helper.join()
+    [attempt] = world.records.attempts(job)
+    assert attempt.outcome is not None
+    assert attempt.outcome.cause is Cause.UNPLANNED_RECOVERY, attempt.outcome.summary
+    assert attempt.outcome.first_failure is not None and attempt.outcome.first_failure.rank == 1
+    assert "restartCount" in "".join(_proofs(world, job))
+    assert not world.running(job, 1)

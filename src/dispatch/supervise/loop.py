@@ -311,8 +311,13 @@ class Supervisor:
         self._renew(job.id)
         log_decision(self.records, self.owner, job.id, decision)
         if decision.cause is Cause.UNPLANNED_RECOVERY:
+            seen = view.attempt.outcome if view.attempt else None  # what showed the re-run
             outcome = Outcome(
-                state=State.FAILED, cause=Cause.UNPLANNED_RECOVERY, summary=decision.reason
+                state=State.FAILED,
+                cause=Cause.UNPLANNED_RECOVERY,
+                summary=decision.reason,
+                first_failure=seen.first_failure if seen else None,
+                evidence=seen.evidence if seen else (),
             )
             self.records.record_outcome(job.id, attempt, outcome)
         self.records.close_intent(intent.id, result={"actor": actor})
