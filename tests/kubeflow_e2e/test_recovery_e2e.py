@@ -156,15 +156,14 @@ def test_a_container_restarted_in_place_is_stopped(world: World) -> None:
 
     def restart(pods: list[dict[str, Any]]) -> None:
         pod = _rank_pod(pods, 1)
-        statuses = [dict(s) for s in pod["status"]["containerStatuses"]]
-        for status in statuses:
-            status["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error"}}
-            status["restartCount"] = 1
+        containers = [dict(c) for c in pod["status"]["containerStatuses"]]
+        for container in containers:
+            container["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error"}}
+            container["restartCount"] = 1
         cluster = world.emulator.cluster
         rtype = cluster.rtype("v1", "Pod")
         name = pod["metadata"]["name"]
-        status = {**pod["status"], "containerStatuses": statuses}
-        body = {"status": status}
+        body = {"status": {**pod["status"], "containerStatuses": containers}}
         world.emulator.call(
             lambda: cluster.store.patch(rtype, NAMESPACE, name, MERGE, body, subresource="status")
         )

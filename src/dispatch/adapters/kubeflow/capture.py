@@ -26,10 +26,10 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
   stream delivers nothing (its bookmarks come about once a minute), so an open stream still
   behind ``v`` ``QUIET`` seconds after ``since`` that delivered nothing for ``QUIET`` seconds,
   or a stream still behind ``RELIST_EVERY`` seconds after ``since`` and found resuming (one
-  dropped again and again, too soon each time to catch up), is **checked**: a list (a consistent read at its version ``L``) whose every object is
-  exactly the version the stream last delivered, with none missing, proves the stream has
-  delivered everything up to ``L``; it files nothing and the watch stays open, so no state
-  between is skipped. A stream is checked again only after a pause that grows with what its
+  dropped again and again, too soon each time to catch up), is **checked**: a list (a
+  consistent read at its version ``L``) whose every object is exactly the version the stream
+  last delivered, with none missing, proves the stream has delivered everything up to ``L``;
+  it files nothing and the watch stays open, so no state between is skipped. A stream is checked again only after a pause that grows with what its
   list costs (``QUIET`` to ``RELIST_EVERY`` seconds). A check that finds changes the watch has
   not delivered leaves them to the watch, which delivers within milliseconds when healthy; if
   by the next check it has still not reached that list's version, the watch is stuck or lags
@@ -62,11 +62,12 @@ from dispatch.model import Evidence, Forbidden, NotFound, TransientError
 WATCH_SECONDS = 300
 #: first and longest pause (real seconds) after a failed list or watch
 BACKOFF = (0.2, 5.0)
-#: seconds a terminal outcome waits for the streams behind it before they list again (a
-#: healthy API server delivers watch events within milliseconds)
+#: seconds a terminal outcome waits, and a stream must have delivered nothing, before the
+#: stream is checked (a healthy API server delivers watch events within milliseconds)
 QUIET = 0.25
-#: a quiet stream is checked again at most after this many seconds, or sooner when its list
-#: costs less than a ``1/CHECK_SHARE`` of the pause
+#: a stream is checked again at most after this many seconds, or sooner when its list costs
+#: less than a ``1/CHECK_SHARE`` of the pause; a stream found resuming is checked once an
+#: outcome has waited this long for it
 RELIST_EVERY = 2.0
 CHECK_SHARE = 10
 
@@ -306,9 +307,11 @@ class Capture:
                 key = _key_of(item)
                 present.add(key)
                 differs = differs or self._last.version(stream, key) != version_of(item)
+        if listed is None:
+            return False, None
         reached = self._versions.get(stream)
-        if listed is None or (reached is not None and reached >= listed):
-            return listed is not None, listed  # the watch delivered past the list meanwhile
+        if reached is not None and reached >= listed:
+            return True, listed  # the watch delivered past the list meanwhile
         return not differs and not self._last.keys(stream) - present, listed
 
     def _relist(self, kind: WatchedKind, stream: Stream) -> None:
