@@ -8,10 +8,21 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dispatch.adapters.kubeflow import capture as capture_module
+from dispatch.adapters.kubeflow.attribution import TRAINJOB_NAME
+from dispatch.adapters.kubeflow.build import LABEL_JOB
 from dispatch.adapters.kubeflow.capture import QUIET, Capture
 from dispatch.adapters.kubeflow.client import Connection
-from dispatch.adapters.kubeflow.kinds import CORE_EVENTS, NODES, WatchedKind
+from dispatch.adapters.kubeflow.kinds import (
+    CORE_EVENTS,
+    JOBSET_NAME,
+    NAME,
+    NODES,
+    PODS,
+    WatchedKind,
+)
 from dispatch.clock import ManualClock
 from dispatch.testing.k8s import ClusterConfig, Emulator, FaultRule
 
@@ -37,11 +48,14 @@ async def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
 
 
 def run_capture(
-    emu: Emulator, kubeconfig: Path, body: Callable[[Capture, ManualClock], Awaitable[None]]
+    emu: Emulator,
+    kubeconfig: Path,
+    body: Callable[[Capture, ManualClock], Awaitable[None]],
+    kinds: tuple[WatchedKind, ...] = KINDS,
 ) -> None:
     async def main() -> None:
         clock = ManualClock(100.0)
-        capture = Capture(Connection(kubeconfig, None), "kf", clock, kinds=KINDS)
+        capture = Capture(Connection(kubeconfig, None), "kf", clock, kinds=kinds)
         capture.cover([NS])
         await asyncio.wait_for(capture.synced.wait(), 10)
         try:
@@ -105,6 +119,104 @@ def test_a_watch_still_short_of_a_checks_list_at_the_next_check_lists_again(
             assert emu.requests().count("list", "events") == lists + 3
 
         run_capture(emu, tmp_path / "kubeconfig", body)
+
+
+POD_KINDS = (WatchedKind(PODS, LABEL_JOB, JOBSET_NAME, NAME), WatchedKind(NODES))
+A, B = (NS, "tj-a"), (NS, "tj-b")
+
+
+def pod(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "labels": labels},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}  # fmt: skip
+
+
+def trainjob(name: str) -> dict[str, Any]:
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}",
+                         "resourceVersion": "1", "labels": {LABEL_JOB: f"job-{name}"}}}  # fmt: skip
+
+
+def spy_on_lists(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """The (resource, label selector) of every list the capture makes from now on."""
+    lists: list[tuple[str, str]] = []
+    real = capture_module.list_pages
+
+    def spy(session: Any, res: Any, namespace: str | None, *, label_selector: str = "") -> Any:
+        lists.append((res.plural, label_selector))
+        return real(session, res, namespace, label_selector=label_selector)
+
+    monkeypatch.setattr(capture_module, "list_pages", spy)
+    return lists
+
+
+def test_a_stream_with_many_objects_is_checked_for_the_waiting_trainjob_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(capture_module, "NARROW_FROM", 3)
+    lists = spy_on_lists(monkeypatch)
+    with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
+        for name in ("tj-a", "tj-b"):
+            for i in range(3):
+                emu.create(pod(f"{name}-{i}", {LABEL_JOB: f"job-{name}", JOBSET_NAME: name}))
+
+        async def body(capture: Capture, clock: ManualClock) -> None:
+            capture.seen(trainjob("tj-a"))
+            capture.seen(trainjob("tj-b"))
+            emu.create(node("n-new"))  # only the Node stream moves
+            await until(lambda: (capture.position() or 0) >= int(version_of_newest(emu)))
+            target = capture.position()
+            assert target is not None
+            since = clock.now()
+            assert not capture.caught_up(target, since, A)
+            lists.clear()
+            watches = emu.requests().watches_started
+            clock.advance(QUIET)
+            await until(lambda: capture.caught_up(target, since, A))
+            assert lists == [("pods", f"{LABEL_JOB},{JOBSET_NAME} in (tj-a)")]
+            assert not capture.caught_up(target, None, B)  # proved for tj-a alone
+            assert not capture.caught_up(target, None)
+            assert emu.requests().watches_started == watches
+            assert capture.fresh_refs() == [
+                A,
+                B,
+            ]  # the seeded TrainJobs only: a check files nothing
+
+        run_capture(emu, tmp_path / "kubeconfig", body, POD_KINDS)
+
+
+def test_a_check_for_a_trainjob_missing_one_of_its_objects_is_followed_by_a_whole_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(capture_module, "NARROW_FROM", 3)
+    lists = spy_on_lists(monkeypatch)
+    with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
+        for i in range(3):
+            emu.create(pod(f"tj-a-{i}", {LABEL_JOB: "job-tj-a", JOBSET_NAME: "tj-a"}))
+        # attributed to tj-a by Trainer's label, not the JobSet's: a narrow list misses it
+        emu.create(pod("tj-a-odd", {LABEL_JOB: "job-tj-a", TRAINJOB_NAME: "tj-a"}))
+
+        async def body(capture: Capture, clock: ManualClock) -> None:
+            capture.seen(trainjob("tj-a"))  # claims the pods listed before it was known
+            emu.create(node("n-new"))
+            await until(lambda: (capture.position() or 0) >= int(version_of_newest(emu)))
+            target = capture.position()
+            assert target is not None
+            since = clock.now()
+            lists.clear()
+            clock.advance(QUIET)
+            capture.caught_up(target, since, A)
+            await until(lambda: len(lists) == 1 and not capture._checks)
+            assert not capture.caught_up(target, None, A)  # tj-a-odd was not in that list
+            clock.advance(capture_module.RELIST_EVERY)
+            await until(lambda: capture.caught_up(target, since, A))
+            assert lists == [
+                ("pods", f"{LABEL_JOB},{JOBSET_NAME} in (tj-a)"),
+                ("pods", LABEL_JOB),  # the whole stream, which proves it for everyone
+            ]
+            assert capture.caught_up(target, None)
+
+        run_capture(emu, tmp_path / "kubeconfig", body, POD_KINDS)
 
 
 def version_of_newest(emu: Emulator) -> str:

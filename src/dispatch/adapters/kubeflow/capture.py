@@ -36,6 +36,15 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
   (a half-open connection, or one too slow for the changes) and the stream lists again.
   (Objects created and deleted before a check's list are invisible to it; their events still
   arrive.) Streams still delivering are left to it.
+* **Checks for the TrainJobs waiting, not the whole stream**, once a stream knows more than
+  ``NARROW_FROM`` objects and its kind has a label naming each object's TrainJob
+  (``kinds.WatchedKind.narrow``): the check lists only the objects of the TrainJobs whose
+  outcome waits on that stream (one request for all of them) and, when it finds each at the
+  version last delivered and none missing, proves the stream caught up *for those TrainJobs*
+  (``caught_up(..., ref)``); the stream's own position does not move. A TrainJob's outcome
+  does not wait on the streams of other namespaces at all. A check for a few TrainJobs that
+  finds a change, or one of their objects missing (not labelled as expected, say), makes
+  the stream's next check a whole one.
 * ``synced`` is set once every stream has made its first list (or was skipped), so a first
   judgement is not made on half the evidence. ``changed`` is set whenever a record is filed.
 """
@@ -49,9 +58,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from dispatch.adapters.kubeflow.attribution import Attribution, TrainJobRef
+from dispatch.adapters.kubeflow.build import LABEL_JOB
 from dispatch.adapters.kubeflow.causes_evidence import DELETED_SUFFIX, object_evidence, text_of
 from dispatch.adapters.kubeflow.client import Connection, Gone, Session
-from dispatch.adapters.kubeflow.kinds import WatchedKind, watched_kinds
+from dispatch.adapters.kubeflow.kinds import NAME, UID, WatchedKind, watched_kinds
 from dispatch.adapters.kubeflow.laststate import LastStates, share, version_of
 from dispatch.adapters.kubeflow.listwatch import list_pages, watch_raw
 from dispatch.adapters.kubeflow.shape import dig
@@ -70,6 +80,8 @@ QUIET = 0.25
 #: outcome has waited this long for it
 RELIST_EVERY = 2.0
 CHECK_SHARE = 10
+#: a stream that knows more objects than this is checked for the waiting TrainJobs alone
+NARROW_FROM = 100
 
 Sleep = Callable[[float], Awaitable[None]]
 #: one stream: the watched kind's name and its namespace (None: cluster-scoped)
@@ -117,6 +129,9 @@ class Capture:
         self._checks: dict[Stream, asyncio.Task[None]] = {}  # checks in flight
         self._check_due: dict[Stream, float] = {}  # when a stream may be checked again
         self._short_of: dict[Stream, int] = {}  # a check's list the watch had not reached
+        self._waiting: dict[Stream, set[TrainJobRef]] = {}  # to check for these alone
+        self._whole: set[Stream] = set()  # a check of the whole stream is wanted
+        self._proven: dict[TrainJobRef, dict[Stream, int]] = {}  # caught up for one ref
 
     # --- records ----------------------------------------------------------------------------
 
@@ -170,6 +185,9 @@ class Capture:
         self._records.pop(ref, None)
         self._keys.pop(ref, None)  # a record filed twice is harmless now: stored once by key
         self._newest.pop(ref, None)
+        self._proven.pop(ref, None)
+        for waiting in self._waiting.values():
+            waiting.discard(ref)
         self._last.release(ref)
         trainjob = self._trainjob.get(ref)
         if trainjob is not None:
@@ -179,6 +197,9 @@ class Capture:
         """Drop everything kept for a TrainJob dispatch no longer follows."""
         for table in (self._records, self._keys, self._fresh, self._trainjob, self._newest):
             table.pop(ref, None)
+        self._proven.pop(ref, None)
+        for waiting in self._waiting.values():
+            waiting.discard(ref)
         self._node_sent = {k for k in self._node_sent if k[0] != ref}
         self.attribution.forget(ref)
 
@@ -199,10 +220,18 @@ class Capture:
         if self.attribution.new_trainjob:
             for ref, orphan in self.attribution.adopt_orphans():
                 self._file(ref, object_evidence(orphan, at))
+                self._claim(ref, orphan)
                 self._node_of(ref, orphan, at)
         for ref in refs:
             self._node_of(ref, obj, at)
         return refs
+
+    def _claim(self, ref: TrainJobRef, obj: Mapping[str, Any]) -> None:
+        """An object kept before its TrainJob was known is now evidence for ``ref``."""
+        kind, key = text_of(obj.get("kind")), _key_of(obj)
+        for stream, (watched, _) in self._streams.items():
+            if watched.resource.kind == kind:
+                self._last.claim(stream, key, ref)
 
     def _node_of(self, ref: TrainJobRef, obj: Mapping[str, Any], at: float) -> None:
         """A pod's node, filed for its TrainJob the first time the pod is seen on it."""
@@ -241,29 +270,53 @@ class Capture:
         self._tasks.append(task)
         self._streams[(kind.name, namespace)] = (kind, task)
 
-    def _check_behind(self, position: int, since: float) -> None:
+    def _check_behind(self, position: int, since: float, ref: TrainJobRef | None) -> None:
         """Check the streams behind ``position`` that are open and quiet, or that have kept an
         outcome waiting since ``since`` for ``RELIST_EVERY`` seconds while resuming again and
-        again (see the module docstring)."""
+        again (see the module docstring); for ``ref`` alone where the stream allows."""
         now = self.clock.now()
         overdue = now - since >= RELIST_EVERY
+        proven = self._proven.get(ref, {}) if ref is not None else {}
         for stream, (kind, _) in list(self._streams.items()):
             version = self._versions.get(stream)
-            if version is None or version >= position:
+            if version is None or version >= position or proven.get(stream, -1) >= position:
                 continue  # listing already, or caught up
+            if ref is not None and stream[1] not in (None, ref[0]):
+                continue  # another namespace holds nothing of ``ref``
             if stream in self._open:
                 if now - self._delivered_at.get(stream, -math.inf) < QUIET:
                     continue  # delivering: it gets past ``position`` by itself
             elif not overdue:
                 continue  # resuming: it gets past ``position`` by itself, normally
+            if ref is not None and self._narrow_value(kind, stream, ref):
+                self._waiting.setdefault(stream, set()).add(ref)
+            else:
+                self._whole.add(stream)
             if stream in self._checks or now < self._check_due.get(stream, -math.inf):
                 continue
             self._checks[stream] = asyncio.ensure_future(self._check(kind, stream))
 
+    def _narrow_value(self, kind: WatchedKind, stream: Stream, ref: TrainJobRef) -> str:
+        """The value of ``kind``'s narrow label on ``ref``'s objects, if ``stream`` is worth
+        checking for ``ref`` alone (empty: check it whole)."""
+        if not kind.narrow or self._last.size(stream) <= NARROW_FROM:
+            return ""
+        if kind.narrow_by == NAME:
+            return ref[1]
+        if kind.narrow_by == UID:
+            return self.attribution.trainjobs.get(ref, "")
+        labels = dig(self._trainjob.get(ref, ({}, False))[0], "metadata", "labels")
+        return text_of(labels.get(LABEL_JOB)) if isinstance(labels, Mapping) else ""
+
     async def _check(self, kind: WatchedKind, stream: Stream) -> None:
         began = self.clock.now()
+        waiting = self._waiting.pop(stream, set())
+        refs = {ref for ref in waiting if self._narrow_value(kind, stream, ref)}
+        if stream in self._whole or len(refs) < len(waiting):
+            self._whole.discard(stream)  # a whole check serves the waiting TrainJobs too
+            refs = set()
         try:
-            unchanged, listed = await self._unchanged_until(kind, stream)
+            unchanged, listed = await self._unchanged_until(kind, stream, refs)
         except TransientError as exc:
             self._note(f"{kind.name}: check failed ({exc})")
             return
@@ -275,9 +328,14 @@ class Capture:
         before = self._versions.get(stream)
         if unchanged and listed is not None:
             self._short_of.pop(stream, None)
-            if before is not None and listed > before:
+            for ref in refs:
+                proven = self._proven.setdefault(ref, {})
+                proven[stream] = max(listed, proven.get(stream, listed))
+            if not refs and before is not None and listed > before:
                 self._versions[stream] = listed
             return
+        if refs:
+            self._whole.add(stream)  # changes, or objects not labelled as expected: check whole
         short_of = self._short_of.get(stream)
         if short_of is not None and (before is None or before < short_of):
             self._short_of.pop(stream, None)  # still short of the last check's list: stuck
@@ -285,17 +343,23 @@ class Capture:
         elif listed is not None:
             self._short_of[stream] = listed
 
-    async def _unchanged_until(self, kind: WatchedKind, stream: Stream) -> tuple[bool, int | None]:
+    async def _unchanged_until(
+        self, kind: WatchedKind, stream: Stream, refs: set[TrainJobRef]
+    ) -> tuple[bool, int | None]:
         """(whether the stream has delivered every change up to its list's version, that
-        version): every object of the list at the version last delivered, none missing.
-        Files nothing."""
+        version): every object of the list at the version last delivered, none missing; of
+        the objects of ``refs`` alone if any. Files nothing."""
         session = await self._ready_session()
         present: set[str] = set()
         listed: int | None = None
         differs = False
-        async for page in list_pages(
-            session, kind.resource, stream[1], label_selector=kind.selector
-        ):
+        selector = kind.selector
+        known = self._last.keys(stream)
+        if refs:
+            values = {self._narrow_value(kind, stream, ref) for ref in refs}
+            selector = kind.narrowed(values)
+            known = self._last.keys_of(stream, refs, kind.narrow, values)
+        async for page in list_pages(session, kind.resource, stream[1], label_selector=selector):
             if listed is None:
                 version = text_of(dig(page, "metadata", "resourceVersion"))
                 if not version.isdigit():
@@ -312,7 +376,7 @@ class Capture:
         reached = self._versions.get(stream)
         if reached is not None and reached >= listed:
             return True, listed  # the watch delivered past the list meanwhile
-        return not differs and not self._last.keys(stream) - present, listed
+        return not differs and not known - present, listed
 
     def _relist(self, kind: WatchedKind, stream: Stream) -> None:
         """Replace the stream's watch by a list and a new watch."""
@@ -413,15 +477,25 @@ class Capture:
             return None
         return max(*known, self._newest.get(ref, 0)) if ref is not None else max(known)
 
-    def caught_up(self, position: int, since: float | None = None) -> bool:
+    def caught_up(
+        self, position: int, since: float | None = None, ref: TrainJobRef | None = None
+    ) -> bool:
         """Every stream has delivered everything up to ``position`` (resourceVersions are
         etcd revisions in practice: one counter for all kinds; opaque ones never compare), or
         ``QUIET`` seconds after ``since``, open quiet streams still behind are checked (None:
-        never)."""
-        if all(v is not None and v >= position for v in self._versions.values()):
+        never). With ``ref``: every stream that may hold ``ref``'s objects, each caught up
+        or proved caught up for ``ref`` (see the module docstring)."""
+        proven = self._proven.get(ref, {}) if ref is not None else {}
+        for stream, version in self._versions.items():
+            if version is not None and (version >= position or proven.get(stream, -1) >= position):
+                continue
+            if ref is not None and version is not None and stream[1] not in (None, ref[0]):
+                continue  # another namespace holds nothing of ``ref``
+            break
+        else:
             return True
         if since is not None and self.clock.now() - since >= QUIET:
-            self._check_behind(position, since)
+            self._check_behind(position, since, ref)
         return False
 
     def _update(self, stream: Stream, key: str, obj: dict[str, Any]) -> None:

@@ -14,6 +14,11 @@ is decided client-side by ``attribution.Attribution``:
 | Workload | ``kueue.x-k8s.io/job-uid`` (exists) | Kueue labels Workloads with the TrainJob's uid |
 | Node | none (cluster-scoped) | kept for nodes that ran an attempt's pods |
 
+A stream with many objects is checked for the TrainJobs waiting on it alone (``capture``): a
+kind's ``narrow`` label names each object's TrainJob, so ``narrowed`` selects just their
+objects (TrainJob: dispatch's job label; Job, Pod: the JobSet's name, which is the TrainJob's;
+Workload: the TrainJob's uid). JobSets, Events and Nodes carry no such label.
+
 Both Event APIs are watched: a cluster may record through either; the emulator (and a real
 server) serves each event under both, and identical records are stored once (same key).
 A kind the cluster does not serve (no Kueue, no events.k8s.io) is skipped after its first 404.
@@ -21,6 +26,7 @@ A kind the cluster does not serve (no Kueue, no events.k8s.io) is skipped after 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dispatch.adapters.kubeflow.build import LABEL_CLUSTER, LABEL_JOB, LABEL_MANAGED_BY, MANAGED_BY
@@ -37,6 +43,8 @@ NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 WORKLOAD_JOB_UID = "kueue.x-k8s.io/job-uid"
+#: what a ``narrow`` label's value is of the TrainJob
+NAME, UID, JOB = "name", "uid", "job"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,22 +53,31 @@ class WatchedKind:
 
     resource: Resource
     selector: str = ""
+    #: the label naming an object's TrainJob, and what of the TrainJob it holds (``NAME``,
+    #: ``UID`` or ``JOB``: dispatch's job label); empty: the kind cannot be narrowed
+    narrow: str = ""
+    narrow_by: str = ""
 
     @property
     def name(self) -> str:
         return f"{self.resource.plural}.{self.resource.group or 'core'}"
+
+    def narrowed(self, values: Iterable[str]) -> str:
+        """The selector of this kind's objects whose ``narrow`` label is one of ``values``."""
+        term = f"{self.narrow} in ({','.join(sorted(set(values)))})"
+        return f"{self.selector},{term}" if self.selector else term
 
 
 def watched_kinds(cluster: str) -> tuple[WatchedKind, ...]:
     """Every stream for a cluster named ``cluster``; TrainJobs first (they anchor the rest)."""
     trainjobs = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_CLUSTER}={label_value(cluster)}"
     return (
-        WatchedKind(TRAINJOBS, trainjobs),
+        WatchedKind(TRAINJOBS, trainjobs, LABEL_JOB, JOB),
         WatchedKind(JOBSETS),
-        WatchedKind(JOBS, JOBSET_NAME),
-        WatchedKind(PODS, LABEL_JOB),
+        WatchedKind(JOBS, JOBSET_NAME, JOBSET_NAME, NAME),
+        WatchedKind(PODS, LABEL_JOB, JOBSET_NAME, NAME),
         WatchedKind(CORE_EVENTS),
         WatchedKind(EVENTS),
-        WatchedKind(WORKLOADS, WORKLOAD_JOB_UID),
+        WatchedKind(WORKLOADS, WORKLOAD_JOB_UID, WORKLOAD_JOB_UID, UID),
         WatchedKind(NODES),
     )

@@ -70,6 +70,22 @@ class LastStates:
     def keys(self, stream: Hashable) -> set[str]:
         return set(self._tables.get(stream, ()))
 
+    def size(self, stream: Hashable) -> int:
+        return len(self._tables.get(stream, ()))
+
+    def keys_of(
+        self, stream: Hashable, refs: set[TrainJobRef], label: str, values: set[str]
+    ) -> set[str]:
+        """The keys of ``stream`` kept for one of ``refs`` (not released), or whose last state
+        kept has ``label`` set to one of ``values``."""
+        table = self._tables.get(stream, {})
+        found = {key for ref in refs for s, key in self._kept_for.get(ref, ()) if s == stream}
+        for key, (_, state, _) in table.items():
+            labels = dig(state, "metadata", "labels")
+            if isinstance(labels, Mapping) and labels.get(label) in values:
+                found.add(key)
+        return found & table.keys()
+
     def version(self, stream: Hashable, key: str) -> str | None:
         entry = self._tables.get(stream, {}).get(key)
         return entry[0] if entry is not None else None
@@ -89,6 +105,16 @@ class LastStates:
         kept = state if held or not refs else None
         self._tables.setdefault(stream, {})[key] = (version_of(state), kept, tuple(refs))
         for ref in held:
+            self._kept_for.setdefault(ref, set()).add((stream, key))
+
+    def claim(self, stream: Hashable, key: str, ref: TrainJobRef) -> None:
+        """The object ``key``, kept while no TrainJob claimed it, is evidence for ``ref``."""
+        table = self._tables.get(stream, {})
+        entry = table.get(key)
+        if entry is None or ref in entry[2]:
+            return
+        table[key] = (entry[0], entry[1], (*entry[2], ref))
+        if entry[1] is not None and ref not in self._released:
             self._kept_for.setdefault(ref, set()).add((stream, key))
 
     def drop(self, stream: Hashable, key: str) -> None:

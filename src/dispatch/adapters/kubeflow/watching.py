@@ -68,7 +68,7 @@ def judge(
         cancelled_by=cancelled_by,
         settled=settled,
         position=capture.position(ref),
-        caught_up=capture.caught_up,
+        caught_up=lambda target, since: capture.caught_up(target, since, ref),
     )
     if verdicts.release(ref[1]):  # final: only records filed from now on are read again
         capture.release(ref)
