@@ -39,6 +39,14 @@ def _scale(found: dict[str, Any]) -> list[str]:
         "supervisor poll interval is 5 real seconds, its watch is what reports).",
         "",
     ]
+    if found.get("dispatchOnly"):
+        sizes = ", ".join(f"{n:,}" for n in found["dispatchOnly"])
+        lines += [
+            f"N = {sizes}: dispatch alone. The SDK runs one polling thread per job; at "
+            "N = 1,000 those threads already take the machine's CPU (see its detection times "
+            "there), so a larger N would measure this machine, not the SDK.",
+            "",
+        ]
     rows = []
     for r in found["rows"]:
         if "error" in r:

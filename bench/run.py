@@ -2,11 +2,12 @@
 
     python bench/run.py                 # the default sizes (tens of minutes on 2 cores)
     python bench/run.py --quick         # the smallest size of each (CI; a few minutes)
-    python bench/run.py --only scale causes --scale-jobs 100 1000
+    python bench/run.py --only scale causes --scale-jobs 100 1000 --scale-dispatch-only
     python -m bench ...                 # the same
 
 Benchmarks (``--only`` names): ``scale`` (supervision at scale on the emulator, dispatch
-against the Kubeflow SDK), ``causes`` (cause accuracy over tests/dumps), ``local`` (local
+against the Kubeflow SDK at ``--scale-jobs``, and dispatch alone at
+``--scale-dispatch-only``), ``causes`` (cause accuracy over tests/dumps), ``local`` (local
 scheduler against torchrun --standalone; needs torch), ``slurm`` (Slurm adapter against
 sbatch + squeue; needs Slurm and root), ``reliability`` (simulator, emulator faults, fuzzing),
 ``sim`` (simulator throughput), ``emulator`` (emulator throughput). A benchmark whose
@@ -35,6 +36,8 @@ ALL = ("scale", "causes", "local", "slurm", "reliability", "sim", "emulator")
 #: sizes: (quick, default)
 SIZES: dict[str, tuple[Any, Any]] = {
     "scaleJobs": ([10], [100, 1000]),
+    #: sizes run for dispatch alone (the SDK's thread per job saturates 2 cores at 1,000)
+    "scaleDispatchOnly": ([], [5000]),
     "lifetime": (6.0, 60.0),
     "localRepeat": (1, 5),
     "slurmRepeat": (1, 5),
@@ -53,6 +56,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--only", nargs="+", choices=ALL, default=list(ALL))
     parser.add_argument("--scale-jobs", type=int, nargs="+", help="N for the scale benchmark")
     parser.add_argument("--scale-tools", nargs="+", default=["dispatch", "sdk"])
+    parser.add_argument(
+        "--scale-dispatch-only",
+        type=int,
+        nargs="*",
+        help="N for the scale benchmark, dispatch alone (default: 5000; none with --quick)",
+    )
     parser.add_argument("--lifetime", type=float, help="mean real seconds a scale job lives")
     parser.add_argument("--local-repeat", type=int, help="rounds of the torchrun benchmark")
     parser.add_argument("--out", type=Path, default=ROOT / "bench", help="folder for results")
@@ -72,12 +81,14 @@ def run_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
         from bench import scale
 
         jobs = args.scale_jobs or size(args, "scaleJobs")
+        alone = args.scale_dispatch_only
+        alone = size(args, "scaleDispatchOnly") if alone is None else alone
+        alone = alone if "dispatch" in args.scale_tools else []
         lifetime = args.lifetime or size(args, "lifetime")
-        return {
-            "lifetime": lifetime,
-            "timeScale": 10.0,
-            "rows": scale.run(jobs, lifetime, 10.0, args.scale_tools),
-        }
+        rows = scale.run(jobs, lifetime, 10.0, args.scale_tools)
+        if alone:
+            rows += scale.run(alone, lifetime, 10.0, ["dispatch"])
+        return {"lifetime": lifetime, "timeScale": 10.0, "dispatchOnly": alone, "rows": rows}
     if name == "causes":
         from bench import causes
 

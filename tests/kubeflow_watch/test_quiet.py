@@ -4,6 +4,7 @@ keeps its watch; a watch that stays stuck behind changes lists again."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,31 @@ def test_a_watch_still_short_of_a_checks_list_at_the_next_check_lists_again(
             # of the first check's list, so it is stuck: the stream lists again, past the target
             await until(lambda: capture.caught_up(target, None))
             assert emu.requests().count("list", "events") == lists + 3
+
+        run_capture(emu, tmp_path / "kubeconfig", body)
+
+
+def test_streams_do_not_look_quiet_while_the_loop_runs_late(tmp_path: Path) -> None:
+    with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
+        emu.create(event("e-1"))
+
+        async def body(capture: Capture, clock: ManualClock) -> None:
+            await asyncio.sleep(2 * capture_module.BEAT)
+            time.sleep(0.3)  # the loop is blocked, as by a long decode: the next beat is late
+            await asyncio.sleep(2 * capture_module.BEAT)
+            assert capture.lag >= 0.2
+            emu.create(node("n-new"))  # only the Node stream moves
+            await until(lambda: (capture.position() or 0) >= int(version_of_newest(emu)))
+            target = capture.position()
+            assert target is not None
+            since = clock.now()
+            capture.lag = 10.0  # as late as that, lately
+            clock.advance(QUIET)
+            assert not capture.caught_up(target, since)
+            assert not capture._checks  # quiet only because the loop ran late: not checked
+            # the lateness fades (the beats are on time again): then the Event stream is checked
+            await until(lambda: capture.caught_up(target, since), seconds=20)
+            assert capture.lag < capture_module.LAG_FLOOR
 
         run_capture(emu, tmp_path / "kubeconfig", body)
 

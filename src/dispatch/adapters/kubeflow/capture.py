@@ -45,6 +45,11 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
   does not wait on the streams of other namespaces at all. A check for a few TrainJobs that
   finds a change, or one of their objects missing (not labelled as expected, say), makes
   the stream's next check a whole one.
+* **A busy loop is not a quiet stream.** While the event loop runs late (the supervisor's own
+  work, a large list being decoded), watch events wait unread in their sockets and every
+  stream looks quiet. The loop's lateness is measured (``BEAT``), and each wait above
+  (``QUIET``) is lengthened by the lateness seen in the last second or so (``lag``): checks are
+  not made, and do not add their own load, just because the supervisor fell behind.
 * ``synced`` is set once every stream has made its first list (or was skipped), so a first
   judgement is not made on half the evidence. ``changed`` is set whenever a record is filed.
 """
@@ -80,6 +85,12 @@ QUIET = 0.25
 #: outcome has waited this long for it
 RELIST_EVERY = 2.0
 CHECK_SHARE = 10
+#: real seconds between the beats that measure how late the event loop runs
+BEAT = 0.05
+#: share of the loop's lateness still counted one beat later (it fades within a second or so)
+LAG_FADE = 0.85
+#: lateness below this many seconds is not counted (a loop always runs a little late)
+LAG_FLOOR = 0.05
 #: a stream that knows more objects than this is checked for the waiting TrainJobs alone
 NARROW_FROM = 100
 
@@ -132,6 +143,8 @@ class Capture:
         self._waiting: dict[Stream, set[TrainJobRef]] = {}  # to check for these alone
         self._whole: set[Stream] = set()  # a check of the whole stream is wanted
         self._proven: dict[TrainJobRef, dict[Stream, int]] = {}  # caught up for one ref
+        self.lag = 0.0  # how late the event loop ran lately, in seconds (see ``_beat``)
+        self._beating: asyncio.Task[None] | None = None
 
     # --- records ----------------------------------------------------------------------------
 
@@ -253,6 +266,7 @@ class Capture:
             return
         if self._opened is None:
             self._opened = asyncio.ensure_future(self._hold_session())
+            self._beating = asyncio.ensure_future(self._beat())
         self._namespaces |= new
         for namespace in sorted(new):
             for kind in self.kinds:
@@ -284,7 +298,7 @@ class Capture:
             if ref is not None and stream[1] not in (None, ref[0]):
                 continue  # another namespace holds nothing of ``ref``
             if stream in self._open:
-                if now - self._delivered_at.get(stream, -math.inf) < QUIET:
+                if now - self._delivered_at.get(stream, -math.inf) < QUIET + self._late():
                     continue  # delivering: it gets past ``position`` by itself
             elif not overdue:
                 continue  # resuming: it gets past ``position`` by itself, normally
@@ -387,6 +401,19 @@ class Capture:
         task.cancel()
         self._tasks.remove(task)
         self._spawn(kind, stream[1], relist=True)
+
+    async def _beat(self) -> None:
+        """Measure how late the loop runs: how much longer than ``BEAT`` a sleep of ``BEAT``
+        takes (real time), kept as ``lag`` and fading by ``LAG_FADE`` every beat."""
+        loop = asyncio.get_running_loop()
+        while True:
+            began = loop.time()
+            await asyncio.sleep(BEAT)
+            late = max(0.0, loop.time() - began - BEAT)
+            self.lag = max(late, self.lag * LAG_FADE)
+
+    def _late(self) -> float:
+        return self.lag if self.lag >= LAG_FLOOR else 0.0
 
     async def _hold_session(self) -> None:
         async with self.connection.session() as session:
@@ -494,7 +521,7 @@ class Capture:
             break
         else:
             return True
-        if since is not None and self.clock.now() - since >= QUIET:
+        if since is not None and self.clock.now() - since >= QUIET + self._late():
             self._check_behind(position, since, ref)
         return False
 
@@ -532,7 +559,8 @@ class Capture:
     async def close(self) -> None:
         """Stop every stream and close the session."""
         self._stop.set()
-        tasks = [*self._tasks, *self._checks.values(), *([self._opened] if self._opened else [])]
+        held = [task for task in (self._opened, self._beating) if task is not None]
+        tasks = [*self._tasks, *self._checks.values(), *held]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -541,7 +569,7 @@ class Capture:
         self._tasks.clear()
         self._checks.clear()
         self._streams.clear()
-        self._opened = None
+        self._opened = self._beating = None
         self._session = None
         self._namespaces.clear()
 
