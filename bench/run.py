@@ -135,7 +135,10 @@ def run_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    command = "python bench/run.py " + shlex.join(sys.argv[1:] if argv is None else argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    if "--out" in given[:-1] and Path(given[given.index("--out") + 1]).resolve() != ROOT / "bench":
+        given[given.index("--out") + 1] = "<a folder>"  # no path of this machine in the results
+    command = "python bench/run.py " + shlex.join(given)
     results: dict[str, Any] = {"command": command.strip(), "machine": machine.describe()}
     for name in args.only:
         began, load_before = time.time(), machine.load()

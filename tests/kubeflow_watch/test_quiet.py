@@ -128,9 +128,9 @@ def test_streams_do_not_look_quiet_while_the_loop_runs_late(tmp_path: Path) -> N
 
         async def body(capture: Capture, clock: ManualClock) -> None:
             await asyncio.sleep(2 * capture_module.BEAT)
-            time.sleep(0.3)  # the loop is blocked, as by a long decode: the next beat is late
-            await asyncio.sleep(2 * capture_module.BEAT)
-            assert capture.lag >= 0.2
+            time.sleep(0.5)  # the loop is blocked, as by a long decode: the next beat is late
+            await asyncio.sleep(capture_module.BEAT)
+            assert capture.lag >= 0.2  # (0.45 s late, faded by a few beats at most)
             emu.create(node("n-new"))  # only the Node stream moves
             await until(lambda: (capture.position() or 0) >= int(version_of_newest(emu)))
             target = capture.position()
@@ -142,7 +142,6 @@ def test_streams_do_not_look_quiet_while_the_loop_runs_late(tmp_path: Path) -> N
             assert not capture._checks  # quiet only because the loop ran late: not checked
             # the lateness fades (the beats are on time again): then the Event stream is checked
             await until(lambda: capture.caught_up(target, since), seconds=20)
-            assert capture.lag < capture_module.LAG_FLOOR
 
         run_capture(emu, tmp_path / "kubeconfig", body)
 
