@@ -1,7 +1,11 @@
 """Watch streams for the long-lived supervisor: one per cluster, over all its live attempts.
 
 The supervisor reads the latest observation of an attempt from here instead of calling
-``observe`` for each job on each pass; ``changed`` is set whenever a stream yields.
+``observe`` for each job on each pass; ``changed`` is set whenever a stream yields something
+new. A stream restarts whenever the set of attempts changes (every second while jobs are being
+submitted) and then yields every attempt's first observation again; one that repeats what was
+already delivered for that attempt (same outcome, no evidence) is dropped, so a restart does
+not make the supervisor re-read every open job.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class Watcher:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._following: dict[str, frozenset[Key]] = {}
         self._latest: dict[Key, Observation] = {}
+        self._delivered: dict[Key, tuple[object, bool]] = {}  # the last (outcome, gone) delivered
         self.changed = asyncio.Event()
 
     def follow(self, handles: Sequence[AttemptHandle]) -> None:
@@ -39,6 +44,8 @@ class Watcher:
             by_cluster[handle.cluster].append(handle)
         for cluster in set(self._following) - set(by_cluster):
             self._stop(cluster)
+        followed = {_key(h) for h in handles}
+        self._delivered = {k: v for k, v in self._delivered.items() if k in followed}
         for cluster, group in by_cluster.items():
             keys = frozenset(_key(h) for h in group)
             task = self._tasks.get(cluster)
@@ -53,6 +60,10 @@ class Watcher:
             async for observation in self._adapters(cluster).watch(handles):
                 key = _key(observation.handle)
                 before = self._latest.get(key)
+                said = (observation.outcome, observation.gone)
+                if before is None and not observation.evidence and self._delivered.get(key) == said:
+                    continue  # a restarted stream repeating what was delivered
+                self._delivered[key] = said
                 if before is not None:  # not taken yet: keep its evidence too
                     evidence = (*before.evidence, *observation.evidence)
                     observation = replace(observation, evidence=evidence)
@@ -63,6 +74,8 @@ class Watcher:
         finally:
             if self._tasks.get(cluster) is asyncio.current_task():  # not a replaced stream
                 self._following.pop(cluster, None)
+                for handle in handles:  # ``observe`` stands in meanwhile: repeat nothing
+                    self._delivered.pop(_key(handle), None)
                 self.changed.set()
 
     def _stop(self, cluster: str) -> None:
