@@ -9,6 +9,7 @@ import pytest
 from dispatch.adapters.memory import Fault, SimulatedCrash
 from dispatch.model import Cause, State
 from dispatch.supervise import DecisionKind
+from dispatch.supervise.report import JobReport
 from tests.supervise.world import World, run
 
 
@@ -225,3 +226,40 @@ def test_intents_are_closed_after_a_retry(world: World) -> None:
     run(world.supervisor().drive(job))
     assert not world.store.open_intents()
     assert world.scheduler.calls["start"] == 2
+
+
+def test_a_long_pass_ticks_a_job_again_for_each_new_observation(world: World) -> None:
+    """A pass that submits thousands of jobs lasts minutes: a job ticked early in it must be
+    ticked again when its stream reports its end, not once the pass is over."""
+    jobs = [world.submit("succeeded@30") for _ in range(3)]
+    supervisor = world.supervisor()
+    ready: dict[str, int] = {}  # job -> the number of its latest observation
+
+    class Stream:
+        changed = asyncio.Event()
+
+        def follow(self, handles: object) -> None:
+            pass
+
+        def ready_jobs(self) -> list[str]:
+            return sorted(ready)
+
+        def arrival(self, job_id: str) -> int:
+            return ready.get(job_id, 0)
+
+    ticks: list[str] = []
+
+    async def tick(job_id: str) -> JobReport:
+        ticks.append(job_id)
+        if len(ticks) == 1:
+            ready[job_id] = 1  # the first job's stream reports, right after its start
+        if len(ticks) == 3:
+            ready[ticks[0]] = 2  # and again later in the same pass (its end, say)
+        return JobReport(job_id)
+
+    supervisor.watcher = Stream()  # type: ignore[assignment]
+    supervisor.tick = tick  # type: ignore[method-assign]
+    run(supervisor._pass(None, watched=True))
+    first, second, third = ticks[0], ticks[2], ticks[4]
+    assert {first, second, third} == set(jobs)
+    assert ticks == [first, first, second, first, third]  # once per observation, not per pass

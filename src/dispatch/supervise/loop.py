@@ -150,7 +150,8 @@ class Supervisor:
 
     async def _pass(self, only: Collection[str] | None, *, watched: bool) -> StepReport:
         """``step``; ``watched`` (``run``): meanwhile new attempts are watched (every
-        ``FOLLOW_EVERY`` s) and the jobs a stream reported on are ticked at once, each once."""
+        ``FOLLOW_EVERY`` s) and the jobs a stream reported on are ticked at once, again for
+        each new observation."""
         reconciled = [] if self._reconciled else await self.reconcile()
         records = self.records.list_jobs(open_only=True)
         new = {r.id for r in records} - self._known
@@ -159,7 +160,7 @@ class Supervisor:
         self._retry &= self._known
         chosen = [r for r in records if only is None or r.id in only or r.id in new]
         reports: list[JobReport] = []
-        interleaved: set[str] = set()
+        interleaved: dict[str, int] = {}  # job -> the observation it was last ticked for
         for record in sorted(chosen, key=lambda r: r.job.created_at):
             if record.id in interleaved:
                 continue
@@ -169,8 +170,11 @@ class Supervisor:
             if self._followed_at is None or self.clock.now() - self._followed_at >= FOLLOW_EVERY:
                 self._follow()
             for job_id in self.watcher.ready_jobs():
-                if job_id not in interleaved and job_id in self._known:
-                    interleaved.add(job_id)
+                # again for each new observation: a long pass (one that submits thousands of
+                # jobs) must not hold back the end of a job it ticked earlier in the pass
+                arrival = self.watcher.arrival(job_id)
+                if interleaved.get(job_id, -1) < arrival and job_id in self._known:
+                    interleaved[job_id] = arrival
                     reports.append(await self.tick(job_id))
         return StepReport(
             owner=self.owner, at=self.clock.now(), jobs=tuple(reports), reconciled=tuple(reconciled)

@@ -35,6 +35,8 @@ class Watcher:
         self._following: dict[str, frozenset[Key]] = {}
         self._latest: dict[Key, Observation] = {}
         self._delivered: dict[Key, tuple[object, bool]] = {}  # the last (outcome, gone) delivered
+        self._arrivals = 0
+        self._arrived: dict[str, int] = {}  # job -> number of the last observation delivered
         self.changed = asyncio.Event()
 
     def follow(self, handles: Sequence[AttemptHandle]) -> None:
@@ -46,6 +48,8 @@ class Watcher:
             self._stop(cluster)
         followed = {_key(h) for h in handles}
         self._delivered = {k: v for k, v in self._delivered.items() if k in followed}
+        jobs = {k[0] for k in followed}
+        self._arrived = {j: n for j, n in self._arrived.items() if j in jobs}
         for cluster, group in by_cluster.items():
             keys = frozenset(_key(h) for h in group)
             task = self._tasks.get(cluster)
@@ -64,6 +68,8 @@ class Watcher:
                 if before is None and not observation.evidence and self._delivered.get(key) == said:
                     continue  # a restarted stream repeating what was delivered
                 self._delivered[key] = said
+                self._arrivals += 1
+                self._arrived[key[0]] = self._arrivals
                 if before is not None:  # not taken yet: keep its evidence too
                     evidence = (*before.evidence, *observation.evidence)
                     observation = replace(observation, evidence=evidence)
@@ -89,6 +95,11 @@ class Watcher:
         task = self._tasks.get(handle.cluster)
         keys = self._following.get(handle.cluster, frozenset())
         return task is not None and not task.done() and _key(handle) in keys
+
+    def arrival(self, job_id: str) -> int:
+        """The number of the last observation delivered for the job (they count up from 1;
+        0: none): a job with a later one than when it was last ticked has something new."""
+        return self._arrived.get(job_id, 0)
 
     def ready_jobs(self) -> list[str]:
         """The jobs with an observation delivered and not taken yet."""
