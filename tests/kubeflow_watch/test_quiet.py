@@ -75,10 +75,7 @@ def test_a_quiet_stream_is_proved_caught_up_by_a_list_that_keeps_its_watch(
         emu.create(event("e-1"))
 
         async def body(capture: Capture, clock: ManualClock) -> None:
-            emu.create(node("n-new"))  # only the Node stream moves
-            await until(lambda: (capture.position() or 0) >= int(version_of_newest(emu)))
-            target = capture.position()
-            assert target is not None
+            target = await only_the_nodes_move(emu, capture)
             since = clock.now()
             assert not capture.caught_up(target, since)  # the Event stream is behind
             before = emu.requests()
@@ -101,10 +98,7 @@ def test_a_watch_still_short_of_a_checks_list_at_the_next_check_lists_again(
 
         async def body(capture: Capture, clock: ManualClock) -> None:
             emu.create(event("e-late"))  # never delivered by the stuck watch
-            emu.create(node("n-new"))
-            await until(lambda: (capture.position() or 0) >= int(version_of_newest(emu)))
-            target = capture.position()
-            assert target is not None
+            target = await only_the_nodes_move(emu, capture)
             since = clock.now()
             lists = emu.requests().count("list", "events")
             clock.advance(QUIET)
@@ -131,10 +125,7 @@ def test_streams_do_not_look_quiet_while_the_loop_runs_late(tmp_path: Path) -> N
             time.sleep(0.5)  # the loop is blocked, as by a long decode: the next beat is late
             await asyncio.sleep(capture_module.BEAT)
             assert capture.lag >= 0.2  # (0.45 s late, faded by a few beats at most)
-            emu.create(node("n-new"))  # only the Node stream moves
-            await until(lambda: (capture.position() or 0) >= int(version_of_newest(emu)))
-            target = capture.position()
-            assert target is not None
+            target = await only_the_nodes_move(emu, capture)
             since = clock.now()
             capture.lag = 10.0  # as late as that, lately
             clock.advance(QUIET)
@@ -188,10 +179,7 @@ def test_a_stream_with_many_objects_is_checked_for_the_waiting_trainjob_alone(
         async def body(capture: Capture, clock: ManualClock) -> None:
             capture.seen(trainjob("tj-a"))
             capture.seen(trainjob("tj-b"))
-            emu.create(node("n-new"))  # only the Node stream moves
-            await until(lambda: (capture.position() or 0) >= int(version_of_newest(emu)))
-            target = capture.position()
-            assert target is not None
+            target = await only_the_nodes_move(emu, capture)
             since = clock.now()
             assert not capture.caught_up(target, since, A)
             lists.clear()
@@ -223,10 +211,7 @@ def test_a_check_for_a_trainjob_missing_one_of_its_objects_is_followed_by_a_whol
 
         async def body(capture: Capture, clock: ManualClock) -> None:
             capture.seen(trainjob("tj-a"))  # claims the pods listed before it was known
-            emu.create(node("n-new"))
-            await until(lambda: (capture.position() or 0) >= int(version_of_newest(emu)))
-            target = capture.position()
-            assert target is not None
+            target = await only_the_nodes_move(emu, capture)
             since = clock.now()
             lists.clear()
             clock.advance(QUIET)
@@ -242,6 +227,16 @@ def test_a_check_for_a_trainjob_missing_one_of_its_objects_is_followed_by_a_whol
             assert capture.caught_up(target, None)
 
         run_capture(emu, tmp_path / "kubeconfig", body, POD_KINDS)
+
+
+async def only_the_nodes_move(emu: Emulator, capture: Capture) -> int:
+    """Create a Node, so that only the Node stream moves, and wait until the capture saw it;
+    the capture's position then (every other stream is behind it)."""
+    emu.create(node("n-new"))
+    await until(lambda: (capture.position() or 0) >= int(version_of_newest(emu)))
+    target = capture.position()
+    assert target is not None
+    return target
 
 
 def version_of_newest(emu: Emulator) -> str:
