@@ -29,8 +29,9 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
   dropped again and again, too soon each time to catch up), is **checked**: a list (a
   consistent read at its version ``L``) whose every object is exactly the version the stream
   last delivered, with none missing, proves the stream has delivered everything up to ``L``;
-  it files nothing and the watch stays open, so no state between is skipped. A stream is checked again only after a pause that grows with what its
-  list costs (``QUIET`` to ``RELIST_EVERY`` seconds). A check that finds changes the watch has
+  it files nothing and the watch stays open, so no state between is skipped. A stream is
+  checked again only after a pause that grows with what its list costs (``QUIET`` to
+  ``RELIST_EVERY`` seconds). A check that finds changes the watch has
   not delivered leaves them to the watch, which delivers within milliseconds when healthy; if
   by the next check it has still not reached that list's version, the watch is stuck or lags
   (a half-open connection, or one too slow for the changes) and the stream lists again.
@@ -198,9 +199,7 @@ class Capture:
         self._records.pop(ref, None)
         self._keys.pop(ref, None)  # a record filed twice is harmless now: stored once by key
         self._newest.pop(ref, None)
-        self._proven.pop(ref, None)
-        for waiting in self._waiting.values():
-            waiting.discard(ref)
+        self._stop_waiting(ref)
         self._last.release(ref)
         trainjob = self._trainjob.get(ref)
         if trainjob is not None:
@@ -210,11 +209,15 @@ class Capture:
         """Drop everything kept for a TrainJob dispatch no longer follows."""
         for table in (self._records, self._keys, self._fresh, self._trainjob, self._newest):
             table.pop(ref, None)
+        self._stop_waiting(ref)
+        self._node_sent = {k for k in self._node_sent if k[0] != ref}
+        self.attribution.forget(ref)
+
+    def _stop_waiting(self, ref: TrainJobRef) -> None:
+        """No outcome of ``ref`` waits on the streams any more: drop its checks and proofs."""
         self._proven.pop(ref, None)
         for waiting in self._waiting.values():
             waiting.discard(ref)
-        self._node_sent = {k for k in self._node_sent if k[0] != ref}
-        self.attribution.forget(ref)
 
     def seen(self, obj: Mapping[str, Any], *, deleted: bool = False) -> list[TrainJobRef]:
         """File one observed object state (``deleted``: its last state before deletion);
@@ -295,8 +298,8 @@ class Capture:
             version = self._versions.get(stream)
             if version is None or version >= position or proven.get(stream, -1) >= position:
                 continue  # listing already, or caught up
-            if ref is not None and stream[1] not in (None, ref[0]):
-                continue  # another namespace holds nothing of ``ref``
+            if not _may_hold(stream, ref):
+                continue
             if stream in self._open:
                 if now - self._delivered_at.get(stream, -math.inf) < QUIET + self._late():
                     continue  # delivering: it gets past ``position`` by itself
@@ -325,12 +328,13 @@ class Capture:
     async def _check(self, kind: WatchedKind, stream: Stream) -> None:
         began = self.clock.now()
         waiting = self._waiting.pop(stream, set())
-        refs = {ref for ref in waiting if self._narrow_value(kind, stream, ref)}
-        if stream in self._whole or len(refs) < len(waiting):
+        values = {ref: self._narrow_value(kind, stream, ref) for ref in waiting}
+        if stream in self._whole or not all(values.values()):
             self._whole.discard(stream)  # a whole check serves the waiting TrainJobs too
-            refs = set()
+            values = {}
+        refs = set(values)
         try:
-            unchanged, listed = await self._unchanged_until(kind, stream, refs)
+            unchanged, listed = await self._unchanged_until(kind, stream, values)
         except TransientError as exc:
             self._note(f"{kind.name}: check failed ({exc})")
             return
@@ -358,21 +362,21 @@ class Capture:
             self._short_of[stream] = listed
 
     async def _unchanged_until(
-        self, kind: WatchedKind, stream: Stream, refs: set[TrainJobRef]
+        self, kind: WatchedKind, stream: Stream, values: Mapping[TrainJobRef, str]
     ) -> tuple[bool, int | None]:
         """(whether the stream has delivered every change up to its list's version, that
         version): every object of the list at the version last delivered, none missing; of
-        the objects of ``refs`` alone if any. Files nothing."""
+        the objects of the TrainJobs in ``values`` alone (their narrow label values) if any.
+        Files nothing."""
         session = await self._ready_session()
         present: set[str] = set()
         listed: int | None = None
         differs = False
         selector = kind.selector
         known = self._last.keys(stream)
-        if refs:
-            values = {self._narrow_value(kind, stream, ref) for ref in refs}
-            selector = kind.narrowed(values)
-            known = self._last.keys_of(stream, refs, kind.narrow, values)
+        if values:
+            selector = kind.narrowed(values.values())
+            known = self._last.keys_of(stream, set(values), kind.narrow, set(values.values()))
         async for page in list_pages(session, kind.resource, stream[1], label_selector=selector):
             if listed is None:
                 version = text_of(dig(page, "metadata", "resourceVersion"))
@@ -516,8 +520,8 @@ class Capture:
         for stream, version in self._versions.items():
             if version is not None and (version >= position or proven.get(stream, -1) >= position):
                 continue
-            if ref is not None and version is not None and stream[1] not in (None, ref[0]):
-                continue  # another namespace holds nothing of ``ref``
+            if version is not None and not _may_hold(stream, ref):
+                continue
             break
         else:
             return True
@@ -572,6 +576,11 @@ class Capture:
         self._opened = self._beating = None
         self._session = None
         self._namespaces.clear()
+
+
+def _may_hold(stream: Stream, ref: TrainJobRef | None) -> bool:
+    """Whether ``stream`` may hold objects of ``ref`` (another namespace holds none)."""
+    return ref is None or stream[1] in (None, ref[0])
 
 
 def _retirement_view(trainjob: Mapping[str, Any]) -> Mapping[str, Any]:
