@@ -137,6 +137,31 @@ def test_streams_do_not_look_quiet_while_the_loop_runs_late(tmp_path: Path) -> N
         run_capture(emu, tmp_path / "kubeconfig", body)
 
 
+def test_a_waiting_outcome_is_woken_when_its_quiet_wait_and_its_check_end(
+    tmp_path: Path,
+) -> None:
+    """The consumer need not look again on its own: ``changed`` is set when the ``QUIET``
+    wait ends (so it asks again, and the check starts) and when the check ends (so it finds
+    the stream caught up)."""
+    with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
+        emu.create(event("e-1"))
+
+        async def body(capture: Capture, clock: ManualClock) -> None:
+            target = await only_the_nodes_move(emu, capture)
+            since = clock.now()
+            assert not capture.caught_up(target, since)  # too soon to check: a wake is set
+            capture.changed.clear()
+            clock.advance(QUIET)
+            await asyncio.wait_for(capture.changed.wait(), 5)  # the wait ended
+            capture.changed.clear()
+            assert not capture.caught_up(target, since)  # this look starts the check
+            assert capture._checks
+            await asyncio.wait_for(capture.changed.wait(), 5)  # the check ended
+            assert capture.caught_up(target, since)
+
+        run_capture(emu, tmp_path / "kubeconfig", body)
+
+
 POD_KINDS = (WatchedKind(PODS, LABEL_JOB, JOBSET_NAME, NAME), WatchedKind(NODES))
 A, B = (NS, "tj-a"), (NS, "tj-b")
 

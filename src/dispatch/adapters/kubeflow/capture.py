@@ -52,7 +52,9 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
   (``QUIET``) is lengthened by the lateness seen in the last second or so (``lag``): checks are
   not made, and do not add their own load, just because the supervisor fell behind.
 * ``synced`` is set once every stream has made its first list (or was skipped), so a first
-  judgement is not made on half the evidence. ``changed`` is set whenever a record is filed.
+  judgement is not made on half the evidence. ``changed`` is set whenever a record is filed,
+  a check ends, or a wait above ends (``QUIET``, a check's pause): an outcome waiting on the
+  streams is judged again at that moment, not at its consumer's next periodic look.
 """
 
 from __future__ import annotations
@@ -146,6 +148,8 @@ class Capture:
         self._proven: dict[TrainJobRef, dict[Stream, int]] = {}  # caught up for one ref
         self.lag = 0.0  # how late the event loop ran lately, in seconds (see ``_beat``)
         self._beating: asyncio.Task[None] | None = None
+        self._wake: asyncio.TimerHandle | None = None  # sets ``changed`` when a wait ends
+        self._wake_due = math.inf
 
     # --- records ----------------------------------------------------------------------------
 
@@ -301,15 +305,22 @@ class Capture:
             if not _may_hold(stream, ref):
                 continue
             if stream in self._open:
-                if now - self._delivered_at.get(stream, -math.inf) < QUIET + self._late():
+                quiet_at = self._delivered_at.get(stream, -math.inf) + QUIET + self._late()
+                if now < quiet_at:
+                    self._wake_in(quiet_at - now)
                     continue  # delivering: it gets past ``position`` by itself
             elif not overdue:
+                self._wake_in(since + RELIST_EVERY - now)
                 continue  # resuming: it gets past ``position`` by itself, normally
             if ref is not None and self._narrow_value(kind, stream, ref):
                 self._waiting.setdefault(stream, set()).add(ref)
             else:
                 self._whole.add(stream)
-            if stream in self._checks or now < self._check_due.get(stream, -math.inf):
+            if stream in self._checks:
+                continue  # its end wakes the waiting judgements
+            due = self._check_due.get(stream, -math.inf)
+            if now < due:
+                self._wake_in(due - now)
                 continue
             self._checks[stream] = asyncio.ensure_future(self._check(kind, stream))
 
@@ -343,6 +354,7 @@ class Capture:
             now = self.clock.now()
             pause = min(RELIST_EVERY, max(QUIET, CHECK_SHARE * (now - began)))
             self._check_due[stream] = now + pause
+            self.changed.set()  # what waited on this stream may be caught up now
         before = self._versions.get(stream)
         if unchanged and listed is not None:
             self._short_of.pop(stream, None)
@@ -525,9 +537,29 @@ class Capture:
             break
         else:
             return True
-        if since is not None and self.clock.now() - since >= QUIET + self._late():
-            self._check_behind(position, since, ref)
+        if since is not None:
+            wait = since + QUIET + self._late() - self.clock.now()
+            if wait > 0:
+                self._wake_in(wait)
+            else:
+                self._check_behind(position, since, ref)
         return False
+
+    def _wake_in(self, seconds: float) -> None:
+        """Set ``changed`` in ``seconds`` (one timer, the earliest asked for), so an outcome
+        waiting on the streams is judged again the moment a wait of ``caught_up`` ends, not at
+        its consumer's next periodic look."""
+        due = self.clock.now() + seconds
+        if self._wake is not None:
+            if self._wake_due <= due:
+                return
+            self._wake.cancel()
+        self._wake_due = due
+        self._wake = asyncio.get_running_loop().call_later(max(0.0, seconds), self._woken)
+
+    def _woken(self) -> None:
+        self._wake = None
+        self.changed.set()
 
     def _update(self, stream: Stream, key: str, obj: dict[str, Any]) -> None:
         """File a new state of an object, sharing its unchanged parts with the last one."""
@@ -575,6 +607,9 @@ class Capture:
         self._streams.clear()
         self._opened = self._beating = None
         self._session = None
+        if self._wake is not None:
+            self._wake.cancel()
+            self._wake = None
         self._namespaces.clear()
 
 
