@@ -10,7 +10,7 @@ is decided client-side by ``attribution.Attribution``:
 | JobSet | none | Trainer copies the *runtime template's* labels, not the TrainJob's; matched by name |
 | Job | ``jobset.sigs.k8s.io/jobset-name`` (exists) | JobSet labels its Jobs; matched by JobSet name |
 | Pod | ``dispatch.dev/job`` (exists) | dispatch's runtime patch labels the trainer pods |
-| Event (core/v1 and events.k8s.io/v1) | none | events carry no labels; matched by the object they are about |
+| Event (core/v1) | none | events carry no labels; matched by the object they are about |
 | Workload | ``kueue.x-k8s.io/job-uid`` (exists) | Kueue labels Workloads with the TrainJob's uid |
 | Node | none (cluster-scoped) | kept for nodes that ran an attempt's pods |
 
@@ -19,9 +19,12 @@ kind's ``narrow`` label names each object's TrainJob, so ``narrowed`` selects ju
 objects (TrainJob: dispatch's job label; Job, Pod: the JobSet's name, which is the TrainJob's;
 Workload: the TrainJob's uid). JobSets, Events and Nodes carry no such label.
 
-Both Event APIs are watched: a cluster may record through either; the emulator (and a real
-server) serves each event under both, and identical records are stored once (same key).
-A kind the cluster does not serve (no Kueue, no events.k8s.io) is skipped after its first 404.
+Events are watched once, through ``core/v1``. An event recorded through ``events.k8s.io/v1``
+(Trainer's, Kueue's, the scheduler's) is the same object in the API server's storage, served
+under both groups (``regarding`` as ``involvedObject``, ``note`` as ``message``), so the core
+stream delivers it too; a second stream through ``events.k8s.io`` would deliver, and be
+checked for, every event twice.
+A kind the cluster does not serve (no Kueue) is skipped after its first 404.
 """
 
 from __future__ import annotations
@@ -37,7 +40,6 @@ JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 JOBS = Resource("batch", "v1", "jobs", "Job")
 PODS = Resource("", "v1", "pods", "Pod")
 CORE_EVENTS = Resource("", "v1", "events", "Event")
-EVENTS = Resource("events.k8s.io", "v1", "events", "Event")
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 
@@ -77,7 +79,6 @@ def watched_kinds(cluster: str) -> tuple[WatchedKind, ...]:
         WatchedKind(JOBS, JOBSET_NAME, JOBSET_NAME, NAME),
         WatchedKind(PODS, LABEL_JOB, JOBSET_NAME, NAME),
         WatchedKind(CORE_EVENTS),
-        WatchedKind(EVENTS),
         WatchedKind(WORKLOADS, WORKLOAD_JOB_UID, WORKLOAD_JOB_UID, UID),
         WatchedKind(NODES),
     )

@@ -89,7 +89,6 @@ VERB_CHECKS: tuple[VerbCheck, ...] = (
     *_verbs("", "pods", "list watch"),
     VerbCheck("get", "", "pods", subresource="log"),
     *_verbs("", "events", "list watch"),
-    *_verbs("events.k8s.io", "events", "list watch"),
     *_verbs(KUEUE_GROUP, "workloads", "list watch", kueue=True),
     *_verbs("", "nodes", "list watch", cluster_scoped=True),
 )
