@@ -162,6 +162,39 @@ def test_a_waiting_outcome_is_woken_when_its_quiet_wait_and_its_check_end(
         run_capture(emu, tmp_path / "kubeconfig", body)
 
 
+def test_one_slow_check_does_not_set_the_longest_pause_two_in_a_row_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check's pause follows the lesser of the stream's last two check durations: a check
+    slowed once (a busy loop, other checks at the same moment) is not taken for a costly list."""
+    slow = [False]
+    real = capture_module.list_pages
+
+    with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
+        emu.create(event("e-1"))
+
+        async def body(capture: Capture, clock: ManualClock) -> None:
+            def timed(session: Any, res: Any, namespace: str | None, **kw: Any) -> Any:
+                if slow[0]:
+                    clock.advance(1.0)  # this list took a second
+                return real(session, res, namespace, **kw)
+
+            monkeypatch.setattr(capture_module, "list_pages", timed)
+            stream = ("events.core", NS)
+            pauses = []
+            for i, slowed in enumerate((False, True, True)):
+                slow[0] = slowed
+                target = await only_the_nodes_move(emu, capture, f"n-{i}")
+                since = clock.now()
+                clock.advance(capture_module.RELIST_EVERY)  # quiet, and any pause is over
+                await until(lambda: capture.caught_up(target, since))  # noqa: B023
+                await until(lambda: not capture._checks)
+                pauses.append(round(capture._check_due[stream] - clock.now(), 2))
+            assert pauses == [QUIET, QUIET, capture_module.RELIST_EVERY]
+
+        run_capture(emu, tmp_path / "kubeconfig", body)
+
+
 POD_KINDS = (WatchedKind(PODS, LABEL_JOB, JOBSET_NAME, NAME), WatchedKind(NODES))
 A, B = (NS, "tj-a"), (NS, "tj-b")
 
@@ -254,10 +287,10 @@ def test_a_check_for_a_trainjob_missing_one_of_its_objects_is_followed_by_a_whol
         run_capture(emu, tmp_path / "kubeconfig", body, POD_KINDS)
 
 
-async def only_the_nodes_move(emu: Emulator, capture: Capture) -> int:
+async def only_the_nodes_move(emu: Emulator, capture: Capture, name: str = "n-new") -> int:
     """Create a Node, so that only the Node stream moves, and wait until the capture saw it;
     the capture's position then (every other stream is behind it)."""
-    emu.create(node("n-new"))
+    emu.create(node(name))
     await until(lambda: (capture.position() or 0) >= int(version_of_newest(emu)))
     target = capture.position()
     assert target is not None

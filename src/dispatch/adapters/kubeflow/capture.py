@@ -31,8 +31,11 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
   last delivered, with none missing, proves the stream has delivered everything up to ``L``;
   it files nothing and the watch stays open, so no state between is skipped. A stream is
   checked again only after a pause that grows with what its list costs (``QUIET`` to
-  ``RELIST_EVERY`` seconds). A check that finds changes the watch has
-  not delivered leaves them to the watch, which delivers within milliseconds when healthy; if
+  ``RELIST_EVERY`` seconds; the lesser of its last two checks' durations, so that one check
+  slowed by a busy loop, or by the checks of other streams at the same moment, does not hold
+  every outcome waiting on that stream back for the longest pause). A check that finds
+  changes the watch has not delivered leaves them to the watch, which delivers within
+  milliseconds when healthy; if
   by the next check it has still not reached that list's version, the watch is stuck or lags
   (a half-open connection, or one too slow for the changes) and the stream lists again.
   (Objects created and deleted before a check's list are invisible to it; their events still
@@ -142,6 +145,7 @@ class Capture:
         self._delivered_at: dict[Stream, float] = {}
         self._checks: dict[Stream, asyncio.Task[None]] = {}  # checks in flight
         self._check_due: dict[Stream, float] = {}  # when a stream may be checked again
+        self._check_cost: dict[Stream, float] = {}  # how long its last check took
         self._short_of: dict[Stream, int] = {}  # a check's list the watch had not reached
         self._waiting: dict[Stream, set[TrainJobRef]] = {}  # to check for these alone
         self._whole: set[Stream] = set()  # a check of the whole stream is wanted
@@ -352,7 +356,10 @@ class Capture:
         finally:
             self._checks.pop(stream, None)
             now = self.clock.now()
-            pause = min(RELIST_EVERY, max(QUIET, CHECK_SHARE * (now - began)))
+            cost = now - began  # the lesser of the last two: one check slowed by a busy
+            least = min(cost, self._check_cost.get(stream, cost))  # loop holds back no other
+            self._check_cost[stream] = cost
+            pause = min(RELIST_EVERY, max(QUIET, CHECK_SHARE * least))
             self._check_due[stream] = now + pause
             self.changed.set()  # what waited on this stream may be caught up now
         before = self._versions.get(stream)
