@@ -98,11 +98,11 @@ def test_start_creates_the_copy_and_the_trainjob_with_every_field(
     assert "suspend" not in body
     [patch_entry] = body["runtimePatches"]
     assert patch_entry["manager"] == "dispatch.dev/adapter"
-    [rjob] = patch_entry["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
-    assert rjob["template"]["spec"]["template"]["metadata"]["labels"] == {
-        "dispatch.dev/job": job.id,
-        "dispatch.dev/attempt": "1",
-    }
+    identity = {"dispatch.dev/job": job.id, "dispatch.dev/attempt": "1"}
+    template = patch_entry["trainingRuntimeSpec"]["template"]
+    assert template["metadata"]["labels"] == identity  # Trainer sets them on the JobSet
+    [rjob] = template["spec"]["replicatedJobs"]
+    assert rjob["template"]["spec"]["template"]["metadata"]["labels"] == identity
     # the copy: the original's spec, losslessly, with dispatch's labels, owned by the TrainJob
     [original] = [
         o

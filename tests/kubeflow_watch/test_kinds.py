@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dispatch.adapters.kubeflow.build import LABEL_JOB
 from dispatch.adapters.kubeflow.capture import Capture
-from dispatch.adapters.kubeflow.kinds import watched_kinds
+from dispatch.adapters.kubeflow.kinds import JOB, watched_kinds
 from dispatch.testing.k8s import ClusterConfig, Emulator
 
 from .test_quiet import NS, run_capture, trainjob, until
@@ -45,3 +46,9 @@ def test_events_are_one_stream_and_it_delivers_those_recorded_through_events_k8s
             assert event["message"] == "from events.k8s.io"
 
         run_capture(emu, tmp_path / "kubeconfig", body, kinds)
+
+
+def test_jobsets_are_all_followed_and_checked_by_the_job_label_dispatch_sets_on_them() -> None:
+    [jobsets] = [k for k in watched_kinds("kf") if k.resource.kind == "JobSet"]
+    # no selector: a JobSet without dispatch's label (made before it was set) still arrives
+    assert (jobsets.selector, jobsets.narrow, jobsets.narrow_by) == ("", LABEL_JOB, JOB)

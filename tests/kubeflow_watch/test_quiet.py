@@ -18,7 +18,9 @@ from dispatch.adapters.kubeflow.capture import QUIET, Capture
 from dispatch.adapters.kubeflow.client import Connection
 from dispatch.adapters.kubeflow.kinds import (
     CORE_EVENTS,
+    JOB,
     JOBSET_NAME,
+    JOBSETS,
     NAME,
     NODES,
     PODS,
@@ -196,6 +198,7 @@ def test_one_slow_check_does_not_set_the_longest_pause_two_in_a_row_do(
 
 
 POD_KINDS = (WatchedKind(PODS, LABEL_JOB, JOBSET_NAME, NAME), WatchedKind(NODES))
+JOBSET_KINDS = (WatchedKind(JOBSETS, "", LABEL_JOB, JOB), WatchedKind(NODES))
 A, B = (NS, "tj-a"), (NS, "tj-b")
 
 
@@ -224,15 +227,33 @@ def spy_on_lists(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     return lists
 
 
+def jobset(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": name, "namespace": NS, "labels": labels},
+            "spec": {"suspend": True, "replicatedJobs": []}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("kinds", "make", "selector"),
+    [
+        (POD_KINDS, pod, f"{LABEL_JOB},{JOBSET_NAME} in (tj-a)"),
+        (JOBSET_KINDS, jobset, f"{LABEL_JOB} in (job-tj-a)"),
+    ],
+    ids=["pods", "jobsets"],
+)
 def test_a_stream_with_many_objects_is_checked_for_the_waiting_trainjob_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    kinds: tuple[WatchedKind, ...],
+    make: Callable[[str, dict[str, str]], dict[str, Any]],
+    selector: str,
 ) -> None:
     monkeypatch.setattr(capture_module, "NARROW_FROM", 3)
     lists = spy_on_lists(monkeypatch)
     with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
         for name in ("tj-a", "tj-b"):
             for i in range(3):
-                emu.create(pod(f"{name}-{i}", {LABEL_JOB: f"job-{name}", JOBSET_NAME: name}))
+                emu.create(make(f"{name}-{i}", {LABEL_JOB: f"job-{name}", JOBSET_NAME: name}))
 
         async def body(capture: Capture, clock: ManualClock) -> None:
             capture.seen(trainjob("tj-a"))
@@ -244,7 +265,7 @@ def test_a_stream_with_many_objects_is_checked_for_the_waiting_trainjob_alone(
             watches = emu.requests().watches_started
             clock.advance(QUIET)
             await until(lambda: capture.caught_up(target, since, A))
-            assert lists == [("pods", f"{LABEL_JOB},{JOBSET_NAME} in (tj-a)")]
+            assert lists == [(kinds[0].resource.plural, selector)]
             assert not capture.caught_up(target, None, B)  # proved for tj-a alone
             assert not capture.caught_up(target, None)
             assert emu.requests().watches_started == watches
@@ -253,7 +274,7 @@ def test_a_stream_with_many_objects_is_checked_for_the_waiting_trainjob_alone(
                 B,
             ]  # the seeded TrainJobs only: a check files nothing
 
-        run_capture(emu, tmp_path / "kubeconfig", body, POD_KINDS)
+        run_capture(emu, tmp_path / "kubeconfig", body, kinds)
 
 
 def test_a_check_for_a_trainjob_missing_one_of_its_objects_is_followed_by_a_whole_one(

@@ -207,10 +207,11 @@ def _trainer(spec: JobSpec, verdict: RuntimeVerdict, identity: ExecutionIdentity
 def runtime_patch(
     trainer_job: str, identity: ExecutionIdentity, settings: KubeflowSettings
 ) -> dict[str, Any]:
-    """dispatch's entry in ``spec.runtimePatches``: pod labels, and the init container's env."""
-    pod: dict[str, Any] = {
-        "metadata": {"labels": identity_labels(identity.job_id, identity.attempt)}
-    }
+    """dispatch's entry in ``spec.runtimePatches``: the JobSet's and the pods' labels, and the
+    init container's env. (The JobSet's let the capture check its JobSets for one job alone,
+    ``kinds``.)"""
+    labels = identity_labels(identity.job_id, identity.attempt)
+    pod: dict[str, Any] = {"metadata": {"labels": labels}}
     if settings.publish_via is PublishVia.INIT_CONTAINER and settings.init_container:
         pod["spec"] = {
             "initContainers": [{"name": settings.init_container, "env": _env(identity.env())}]
@@ -219,11 +220,12 @@ def runtime_patch(
         "manager": PATCH_MANAGER,
         "trainingRuntimeSpec": {
             "template": {
+                "metadata": {"labels": dict(labels)},
                 "spec": {
                     "replicatedJobs": [
                         {"name": trainer_job, "template": {"spec": {"template": pod}}}
                     ]
-                }
+                },
             }
         },
     }

@@ -7,7 +7,7 @@ is decided client-side by ``attribution.Attribution``:
 | kind | selector | why |
 |---|---|---|
 | TrainJob | ``app.kubernetes.io/managed-by=dispatch,dispatch.dev/cluster=<cluster>`` | dispatch labels its TrainJobs |
-| JobSet | none | Trainer copies the *runtime template's* labels, not the TrainJob's; matched by name |
+| JobSet | none | matched by name (dispatch's runtime patch labels it ``dispatch.dev/job``, but one made by an older dispatch or another tool's TrainJob would not be) |
 | Job | ``jobset.sigs.k8s.io/jobset-name`` (exists) | JobSet labels its Jobs; matched by JobSet name |
 | Pod | ``dispatch.dev/job`` (exists) | dispatch's runtime patch labels the trainer pods |
 | Event (core/v1) | none | events carry no labels; matched by the object they are about |
@@ -16,8 +16,9 @@ is decided client-side by ``attribution.Attribution``:
 
 A stream with many objects is checked for the TrainJobs waiting on it alone (``capture``): a
 kind's ``narrow`` label names each object's TrainJob, so ``narrowed`` selects just their
-objects (TrainJob: dispatch's job label; Job, Pod: the JobSet's name, which is the TrainJob's;
-Workload: the TrainJob's uid). JobSets, Events and Nodes carry no such label.
+objects (TrainJob, JobSet: dispatch's job label, which its runtime patch sets on the JobSet;
+Job, Pod: the JobSet's name, which is the TrainJob's; Workload: the TrainJob's uid). Events and
+Nodes carry no such label.
 
 Events are watched once, through ``core/v1``. An event recorded through ``events.k8s.io/v1``
 (Trainer's, Kueue's, the scheduler's) is the same object in the API server's storage, served
@@ -75,7 +76,7 @@ def watched_kinds(cluster: str) -> tuple[WatchedKind, ...]:
     trainjobs = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_CLUSTER}={label_value(cluster)}"
     return (
         WatchedKind(TRAINJOBS, trainjobs, LABEL_JOB, JOB),
-        WatchedKind(JOBSETS),
+        WatchedKind(JOBSETS, "", LABEL_JOB, JOB),
         WatchedKind(JOBS, JOBSET_NAME, JOBSET_NAME, NAME),
         WatchedKind(PODS, LABEL_JOB, JOBSET_NAME, NAME),
         WatchedKind(CORE_EVENTS),
