@@ -13,7 +13,7 @@ import pytest
 
 from dispatch.adapters.kubeflow import capture as capture_module
 from dispatch.adapters.kubeflow.attribution import TRAINJOB_NAME
-from dispatch.adapters.kubeflow.build import LABEL_JOB
+from dispatch.adapters.kubeflow.build import LABEL_JOB, LABEL_QUEUE
 from dispatch.adapters.kubeflow.capture import QUIET, Capture
 from dispatch.adapters.kubeflow.client import Connection
 from dispatch.adapters.kubeflow.kinds import (
@@ -21,9 +21,13 @@ from dispatch.adapters.kubeflow.kinds import (
     JOB,
     JOBSET_NAME,
     JOBSETS,
+    KUEUE_MANAGER,
     NAME,
     NODES,
     PODS,
+    UID,
+    WORKLOAD_JOB_UID,
+    WORKLOADS,
     WatchedKind,
 )
 from dispatch.clock import ManualClock
@@ -212,6 +216,37 @@ def trainjob(name: str) -> dict[str, Any]:
     return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
             "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}",
                          "resourceVersion": "1", "labels": {LABEL_JOB: f"job-{name}"}}}  # fmt: skip
+
+
+def test_an_outcome_waits_on_the_workload_stream_only_if_kueue_may_manage_its_trainjob(
+    tmp_path: Path,
+) -> None:
+    kinds = (WatchedKind(WORKLOADS, WORKLOAD_JOB_UID, WORKLOAD_JOB_UID, UID), WatchedKind(NODES))
+    kueue_patch = {"manager": KUEUE_MANAGER}
+    specs = {
+        "plain": {"runtimePatches": [{"manager": "dispatch.dev/adapter"}]},
+        "queued": {},
+        "suspended": {"suspend": True},
+        "patched": {"runtimePatches": [kueue_patch]},
+    }
+    with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
+
+        async def body(capture: Capture, clock: ManualClock) -> None:
+            for name, spec in specs.items():
+                state = {**trainjob(name), "spec": spec}
+                if name == "queued":
+                    state["metadata"]["labels"][LABEL_QUEUE] = "team-a"
+                capture.seen(state)
+            target = await only_the_nodes_move(emu, capture)  # the Workload stream is behind
+            waits = {name: not capture.caught_up(target, None, (NS, name)) for name in specs}
+            assert waits == {"plain": False, "queued": True, "suspended": True, "patched": True}
+            # a later state showing Kueue took it over counts as much as the first
+            later = {**trainjob("plain"), "spec": {"suspend": True}}
+            later["metadata"]["resourceVersion"] = "2"
+            capture.seen(later)
+            assert not capture.caught_up(target, None, (NS, "plain"))
+
+        run_capture(emu, tmp_path / "kubeconfig", body, kinds)
 
 
 def spy_on_lists(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:

@@ -46,7 +46,9 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
   outcome waits on that stream (one request for all of them) and, when it finds each at the
   version last delivered and none missing, proves the stream caught up *for those TrainJobs*
   (``caught_up(..., ref)``); the stream's own position does not move. A TrainJob's outcome
-  does not wait on the streams of other namespaces at all. A check for a few TrainJobs that
+  does not wait on the streams of other namespaces at all, nor on the Workload stream when
+  Kueue does not manage its TrainJob (``kinds.kueue_may_manage``: no queue label, never
+  suspended, no Kueue runtime patch, in every state filed). A check for a few TrainJobs that
   finds a change, or one of their objects missing (not labelled as expected, say), makes
   the stream's next check a whole one.
 * **A busy loop is not a quiet stream.** While the event loop runs late (the supervisor's own
@@ -72,7 +74,14 @@ from dispatch.adapters.kubeflow.attribution import Attribution, TrainJobRef
 from dispatch.adapters.kubeflow.build import LABEL_JOB
 from dispatch.adapters.kubeflow.causes_evidence import DELETED_SUFFIX, object_evidence, text_of
 from dispatch.adapters.kubeflow.client import Connection, Gone, Session
-from dispatch.adapters.kubeflow.kinds import NAME, UID, WatchedKind, watched_kinds
+from dispatch.adapters.kubeflow.kinds import (
+    NAME,
+    UID,
+    WORKLOADS,
+    WatchedKind,
+    kueue_may_manage,
+    watched_kinds,
+)
 from dispatch.adapters.kubeflow.laststate import LastStates, share, version_of
 from dispatch.adapters.kubeflow.listwatch import list_pages, watch_raw
 from dispatch.adapters.kubeflow.shape import dig
@@ -130,6 +139,7 @@ class Capture:
         self._fresh: dict[TrainJobRef, list[Evidence]] = {}
         self._trainjob: dict[TrainJobRef, tuple[Mapping[str, Any], bool]] = {}
         self._newest: dict[TrainJobRef, int] = {}  # the newest resourceVersion filed per ref
+        self._queued: set[TrainJobRef] = set()  # Kueue may manage them (a Workload may exist)
         self._nodes: dict[str, Mapping[str, Any]] = {}
         self._node_sent: set[tuple[TrainJobRef, str, str]] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -192,6 +202,10 @@ class Capture:
         self._records.setdefault(ref, []).append(record)
         if record.kind == "trainjob":
             self._trainjob[ref] = (record.data, record.key.endswith(DELETED_SUFFIX))
+        if record.kind == "workload" or (
+            record.kind == "trainjob" and kueue_may_manage(record.data)
+        ):
+            self._queued.add(ref)
         version = version_of(record.data)
         if version.isdigit() and int(version) > self._newest.get(ref, 0):
             self._newest[ref] = int(version)
@@ -217,6 +231,7 @@ class Capture:
         """Drop everything kept for a TrainJob dispatch no longer follows."""
         for table in (self._records, self._keys, self._fresh, self._trainjob, self._newest):
             table.pop(ref, None)
+        self._queued.discard(ref)
         self._stop_waiting(ref)
         self._node_sent = {k for k in self._node_sent if k[0] != ref}
         self.attribution.forget(ref)
@@ -306,7 +321,7 @@ class Capture:
             version = self._versions.get(stream)
             if version is None or version >= position or proven.get(stream, -1) >= position:
                 continue  # listing already, or caught up
-            if not _may_hold(stream, ref):
+            if not self._may_hold(stream, ref):
                 continue
             if stream in self._open:
                 quiet_at = self._delivered_at.get(stream, -math.inf) + QUIET + self._late()
@@ -539,7 +554,7 @@ class Capture:
         for stream, version in self._versions.items():
             if version is not None and (version >= position or proven.get(stream, -1) >= position):
                 continue
-            if version is not None and not _may_hold(stream, ref):
+            if version is not None and not self._may_hold(stream, ref):
                 continue
             break
         else:
@@ -567,6 +582,19 @@ class Capture:
     def _woken(self) -> None:
         self._wake = None
         self.changed.set()
+
+    def _may_hold(self, stream: Stream, ref: TrainJobRef | None) -> bool:
+        """Whether ``stream`` may hold objects of ``ref``: none of another namespace, and no
+        Workload of a TrainJob Kueue does not manage (``kinds.kueue_may_manage`` of every
+        state filed; a TrainJob not filed yet may be managed)."""
+        if ref is None:
+            return True
+        if stream[1] not in (None, ref[0]):
+            return False
+        entry = self._streams.get(stream)
+        if entry is None or entry[0].resource != WORKLOADS:
+            return True
+        return ref in self._queued or ref not in self._trainjob
 
     def _update(self, stream: Stream, key: str, obj: dict[str, Any]) -> None:
         """File a new state of an object, sharing its unchanged parts with the last one."""
@@ -618,11 +646,6 @@ class Capture:
             self._wake.cancel()
             self._wake = None
         self._namespaces.clear()
-
-
-def _may_hold(stream: Stream, ref: TrainJobRef | None) -> bool:
-    """Whether ``stream`` may hold objects of ``ref`` (another namespace holds none)."""
-    return ref is None or stream[1] in (None, ref[0])
 
 
 def _retirement_view(trainjob: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -25,17 +25,26 @@ Events are watched once, through ``core/v1``. An event recorded through ``events
 under both groups (``regarding`` as ``involvedObject``, ``note`` as ``message``), so the core
 stream delivers it too; a second stream through ``events.k8s.io`` would deliver, and be
 checked for, every event twice.
-A kind the cluster does not serve (no Kueue) is skipped after its first 404.
+A kind the cluster does not serve (no Kueue) is skipped after its first 404. A TrainJob Kueue
+does not manage (``kueue_may_manage``) has no Workload: its outcome does not wait on that stream.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from dispatch.adapters.kubeflow.build import LABEL_CLUSTER, LABEL_JOB, LABEL_MANAGED_BY, MANAGED_BY
+from dispatch.adapters.kubeflow.build import (
+    LABEL_CLUSTER,
+    LABEL_JOB,
+    LABEL_MANAGED_BY,
+    LABEL_QUEUE,
+    MANAGED_BY,
+)
 from dispatch.adapters.kubeflow.client import TRAINJOBS, Resource
 from dispatch.adapters.kubeflow.names import label_value
+from dispatch.adapters.kubeflow.shape import dig
 
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 JOBS = Resource("batch", "v1", "jobs", "Job")
@@ -46,6 +55,8 @@ NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 WORKLOAD_JOB_UID = "kueue.x-k8s.io/job-uid"
+#: the manager of the runtime patch Kueue's webhook adds to every TrainJob it manages
+KUEUE_MANAGER = "kueue.x-k8s.io/manager"
 #: what a ``narrow`` label's value is of the TrainJob
 NAME, UID, JOB = "name", "uid", "job"
 
@@ -83,3 +94,25 @@ def watched_kinds(cluster: str) -> tuple[WatchedKind, ...]:
         WatchedKind(WORKLOADS, WORKLOAD_JOB_UID, WORKLOAD_JOB_UID, UID),
         WatchedKind(NODES),
     )
+
+
+def kueue_may_manage(trainjob: Mapping[str, Any]) -> bool:
+    """Whether Kueue may manage this state of a TrainJob, so that a Workload of it may exist.
+
+    Kueue's mutating webhook, at creation, suspends every TrainJob it manages (one with
+    Kueue's queue label, which a default LocalQueue sets too, or any TrainJob when
+    ``manageJobsWithoutQueueName`` covers its namespace) and adds its runtime patch (manager
+    ``kueue.x-k8s.io/manager``, kept: admission writes into it); platform reference D.2. A
+    state with none of the three (queue label, ``spec.suspend``, Kueue's patch) is of a
+    TrainJob Kueue left alone. An unreadable spec may be managed.
+    """
+    labels = dig(trainjob, "metadata", "labels")
+    if isinstance(labels, Mapping) and LABEL_QUEUE in labels:
+        return True
+    spec = trainjob.get("spec")
+    if not isinstance(spec, Mapping) or spec.get("suspend"):
+        return True
+    patches = spec.get("runtimePatches")
+    if not isinstance(patches, list):
+        return patches is not None
+    return any(isinstance(p, Mapping) and p.get("manager") == KUEUE_MANAGER for p in patches)
