@@ -648,15 +648,32 @@ class Capture:
         self._namespaces.clear()
 
 
+#: the metadata and condition fields retirement reads; the rest of a released TrainJob goes
+RETIREMENT_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+RETIREMENT_CONDITION = ("type", "status")
+
+
 def _retirement_view(trainjob: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The parts of a TrainJob that retirement reads (``verdict.Verdicts.must_retire``)."""
+    """The parts of a TrainJob that retirement reads (``verdict.Verdicts.must_retire``), kept
+    for every TrainJob ever followed (so as small as that allows)."""
     spec, status = trainjob.get("spec"), trainjob.get("status")
+    metadata = trainjob.get("metadata")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
     return {
         "kind": trainjob.get("kind"),
-        "metadata": trainjob.get("metadata"),
+        "metadata": _only(metadata, RETIREMENT_METADATA),
         "spec": {"suspend": spec.get("suspend")} if isinstance(spec, Mapping) else {},
-        "status": {"conditions": status.get("conditions")} if isinstance(status, Mapping) else {},
+        "status": {
+            "conditions": [_only(c, RETIREMENT_CONDITION) for c in conditions]
+            if isinstance(conditions, list)
+            else conditions
+        },
     }
+
+
+def _only(obj: Any, keys: tuple[str, ...]) -> Any:
+    """``obj``'s ``keys`` alone, if it is a mapping (anything else as it is)."""
+    return {k: obj[k] for k in keys if k in obj} if isinstance(obj, Mapping) else obj
 
 
 def _key_of(obj: Mapping[str, Any]) -> str:
