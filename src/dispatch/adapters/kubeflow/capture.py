@@ -202,10 +202,11 @@ class Capture:
         self._records.setdefault(ref, []).append(record)
         if record.kind == "trainjob":
             self._trainjob[ref] = (record.data, record.key.endswith(DELETED_SUFFIX))
-        if record.kind == "workload" or (
-            record.kind == "trainjob" and kueue_may_manage(record.data)
+        if ref not in self._queued and (
+            record.kind == "workload"
+            or (record.kind == "trainjob" and kueue_may_manage(record.data))
         ):
-            self._queued.add(ref)
+            self._queued.add(ref)  # for good: later states do not undo what one showed
         version = version_of(record.data)
         if version.isdigit() and int(version) > self._newest.get(ref, 0):
             self._newest[ref] = int(version)
