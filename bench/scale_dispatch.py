@@ -8,7 +8,8 @@ PLAN: {"kubeconfig", "namespace", "state", "pollInterval", "leaseTtl", "owner", 
 supervised (a supervisor restarted after a kill). With ``"memory": FILE`` (``bench.scale
 --memory FILE``) the Python heap is traced (``tracemalloc``) and, at the largest traced size
 seen (sampled every ``MEMORY_EVERY`` s), the top allocation sites and live object counts by
-type are written to FILE with the RSS and traced-size series (slows the run down).
+type are written to FILE with the RSS and traced-size series, and, once every job has ended,
+the sites still holding memory (slows the run down).
 OUT: per job the TrainJob name, final state and cause, and when the supervisor recorded the
 attempt's end (the records' log time, wall clock); plus this process's CPU seconds and peak
 RSS. The jobs are put in the records first (as ``dispatch submit`` does), then one supervisor
@@ -83,6 +84,7 @@ class MemoryProbe:
         self.out = out
         self.series: list[tuple[float, float, float]] = []  # (s since start, RSS, traced MiB)
         self.peak: dict[str, Any] = {}
+        self.end: dict[str, Any] = {}
         self.began = time.time()
 
     async def run(self) -> None:
@@ -119,9 +121,31 @@ class MemoryProbe:
         }
         self.write()
 
+    def retained(self) -> None:
+        """What is still held once every job has ended: the allocation sites that grow with the
+        number of jobs ever followed (the adapter and its capture are still alive here)."""
+        gc.collect()
+        snapshot = tracemalloc.take_snapshot().filter_traces(
+            (tracemalloc.Filter(False, tracemalloc.__file__),)
+        )
+        self.end = {
+            "tracedMiB": round(tracemalloc.get_traced_memory()[0] / 2**20, 1),
+            "rssMiB": round(rss_mib(), 1),
+            "lines": [
+                f"{s.size / 2**20:8.2f} MiB {s.count:8d} {s.traceback[0]}"
+                for s in snapshot.statistics("lineno")[:TOP_SITES]
+            ],
+            "sites": [
+                {"MiB": round(s.size / 2**20, 2), "count": s.count, "at": s.traceback.format()}
+                for s in snapshot.statistics("traceback")[:TOP_SITES]
+            ],
+        }
+        self.write()
+
     def write(self) -> None:
         """Written at every new peak, so a run killed at its deadline still leaves it."""
-        self.out.write_text(json.dumps({"series": self.series, "peak": self.peak}, indent=1))
+        found = {"series": self.series, "peak": self.peak, "end": self.end}
+        self.out.write_text(json.dumps(found, indent=1))
 
 
 async def supervise(plan: dict[str, Any]) -> dict[str, Any]:
@@ -162,7 +186,7 @@ async def supervise(plan: dict[str, Any]) -> dict[str, Any]:
         with contextlib.suppress(asyncio.CancelledError):
             await sampling
         probe.sample()
-        probe.write()
+        probe.retained()
     out = []
     for name, job_id in jobs:
         record = records.get_job(job_id)

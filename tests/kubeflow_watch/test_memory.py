@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from dispatch.adapters.kubeflow.capture import Capture
 from dispatch.adapters.kubeflow.client import Connection
 from dispatch.adapters.kubeflow.kinds import CORE_EVENTS
-from dispatch.adapters.kubeflow.laststate import LastStates, share
+from dispatch.adapters.kubeflow.laststate import INTERN_UP_TO, LastStates, compact, share
 from dispatch.adapters.kubeflow.listwatch import list_pages, list_raw
 from dispatch.adapters.kubeflow.verdict import Verdicts
 from dispatch.adapters.kubeflow.watching import judge
@@ -34,7 +35,7 @@ def test_share_keeps_each_unchanged_part_once_and_changes_no_value() -> None:
     new["status"] = {"phase": "Running", "conditions": [{"type": "Ready"}]}
     expected = copy.deepcopy(new)
     shared = share(new, old)
-    assert shared == expected  # the same value
+    assert shared == expected and new == expected  # the same value; ``new`` is not changed
     assert shared["spec"] is old["spec"]  # unchanged parts are the old objects
     assert shared["metadata"] is not old["metadata"]
     assert shared["metadata"]["labels"] is old["metadata"]["labels"]
@@ -42,6 +43,39 @@ def test_share_keeps_each_unchanged_part_once_and_changes_no_value() -> None:
     assert share(copy.deepcopy(old), old) is old
     assert share({"n": 1}, {"n": True}) == {"n": 1}  # equal values of other types stay apart
     assert share({"n": 1}, {"n": True})["n"] is not True
+
+
+def _key(obj: dict[str, Any], name: str) -> str:
+    """The key object ``obj`` holds for ``name`` (equal, maybe not identical, to ``name``)."""
+    return next(k for k in obj if k == name)
+
+
+def test_compact_changes_no_value_and_shares_keys_and_short_strings_between_objects() -> None:
+    long = "x" * (INTERN_UP_TO + 1)
+    texts = [json.dumps(pod(f"p-{i}", i, str(i), phase="Running", message=long)) for i in (0, 1)]
+    decoded = [json.loads(text) for text in texts]  # each decode makes its own strings
+    assert next(iter(decoded[0])) is not next(iter(decoded[1]))
+    first, second = (compact(json.loads(text)) for text in texts)
+    assert [first, second] == decoded and first["status"]["message"] == long
+    assert _key(first, "metadata") is _key(second, "metadata")
+    assert first["status"]["phase"] is second["status"]["phase"]
+    labels = [dict(o["metadata"]["labels"]) for o in (first, second)]
+    assert (
+        labels[0]["jobset.sigs.k8s.io/jobset-name"] is labels[1]["jobset.sigs.k8s.io/jobset-name"]
+    )
+
+
+def test_states_filed_from_the_streams_are_compacted() -> None:
+    """Objects decoded apart (one per watch event) share their keys once filed."""
+    capture = _capture()
+    for i in (0, 1):
+        obj = json.loads(json.dumps(pod(f"tj-node-0-{i}-abcde", i, str(10 + i), phase="Running")))
+        capture._update(("pods", NS), f"{NS}/tj-node-0-{i}-abcde", obj)
+    capture.seen(trainjob())
+    pods = [r.data for r in capture.records(REF) if r.kind == "pod"]
+    assert len(pods) == 2
+    assert _key(pods[0], "status") is _key(pods[1], "status")
+    assert pods[0]["status"]["phase"] is pods[1]["status"]["phase"]
 
 
 def test_last_states_are_kept_until_every_trainjob_they_concern_is_released() -> None:

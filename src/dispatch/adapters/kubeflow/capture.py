@@ -18,8 +18,9 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
   ``records(ref)`` every record kept (the attempt's whole evidence, seeded ones included).
 * **Memory follows the attempts still open, not every attempt seen**: ``release(ref)`` (the
   attempt's outcome is final) drops its records and the last states kept for it alone
-  (``laststate``; their keys and versions stay, so nothing is filed twice); successive states
-  of an object share their unchanged parts; lists are read in pages.
+  (``laststate``; their keys and versions stay, so nothing is filed twice); every state kept
+  is compacted (its keys and short strings shared with all other objects) and successive
+  states of an object share their unchanged parts; lists are read in pages.
 * ``position()``/``caught_up(v, since)``: how far the streams got, so a judgement can wait
   until every kind has delivered what happened before it (streams of different kinds lag
   differently). A stream is caught up with ``v`` once it delivered ``v`` or later. A quiet
@@ -504,8 +505,10 @@ class Capture:
                             self._advance(stream, version)
                             continue
                         if event.get("type") == "DELETED":
-                            self._last.drop(stream, _key_of(obj))
-                            self.seen(obj, deleted=True)
+                            key = _key_of(obj)
+                            last = self._last.state(stream, key)
+                            self._last.drop(stream, key)
+                            self.seen(share(obj, last), deleted=True)
                         else:
                             self._update(stream, _key_of(obj), obj)
                         self._advance(stream, version)
@@ -598,7 +601,8 @@ class Capture:
         return ref in self._queued or ref not in self._trainjob
 
     def _update(self, stream: Stream, key: str, obj: dict[str, Any]) -> None:
-        """File a new state of an object, sharing its unchanged parts with the last one."""
+        """File a new state of an object, compacted, sharing its unchanged parts with the
+        last one (``laststate``)."""
         obj = share(obj, self._last.state(stream, key))
         self._last.keep(stream, key, obj, self.seen(obj))
 
