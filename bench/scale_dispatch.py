@@ -71,6 +71,17 @@ def ended_at(records: SqliteRecords, job_id: str) -> float | None:
     return None
 
 
+def peak_rss_mib(usage: resource.struct_rusage) -> float:
+    """This process's own peak resident set: ``VmHWM`` (Linux). Not ``ru_maxrss``: after
+    fork+exec it starts from the parent's peak, so a child of a large benchmark process
+    would report the parent's memory."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    return usage.ru_maxrss / 1024  # KiB on Linux, used where /proc is missing
+
+
 def rss_mib() -> float:
     """This process's resident set now (Linux)."""
     pages = int(Path("/proc/self/statm").read_text().split()[1])
@@ -218,7 +229,7 @@ def main() -> None:
         profiler.dump_stats(plan["profile"])
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result["cpuSeconds"] = usage.ru_utime + usage.ru_stime
-    result["peakRssMiB"] = usage.ru_maxrss / 1024  # KiB on Linux
+    result["peakRssMiB"] = peak_rss_mib(usage)
     Path(sys.argv[2]).write_text(json.dumps(result))
 
 
