@@ -31,6 +31,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+from bench.peak_rss import peak_rss_mib
 from dispatch.adapters.base import AdapterContext
 from dispatch.adapters.kubeflow import KubeflowAdapter
 from dispatch.clock import SystemClock
@@ -71,21 +72,28 @@ def ended_at(records: SqliteRecords, job_id: str) -> float | None:
     return None
 
 
-def peak_rss_mib(usage: resource.struct_rusage) -> float:
-    """This process's own peak resident set: ``VmHWM`` (Linux). Not ``ru_maxrss``: after
-    fork+exec it starts from the parent's peak, so a child of a large benchmark process
-    would report the parent's memory."""
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024  # kB
-    return usage.ru_maxrss / 1024  # KiB on Linux, used where /proc is missing
-
-
 def rss_mib() -> float:
     """This process's resident set now (Linux)."""
     pages = int(Path("/proc/self/statm").read_text().split()[1])
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def heap_sites() -> dict[str, Any]:
+    """The traced heap's top allocation sites now: by line (``lines``) and by traceback
+    (``sites``)."""
+    snapshot = tracemalloc.take_snapshot().filter_traces(
+        (tracemalloc.Filter(False, tracemalloc.__file__),)
+    )
+    return {
+        "lines": [
+            f"{s.size / 2**20:8.2f} MiB {s.count:8d} {s.traceback[0]}"
+            for s in snapshot.statistics("lineno")[:TOP_SITES]
+        ],
+        "sites": [
+            {"MiB": round(s.size / 2**20, 2), "count": s.count, "at": s.traceback.format()}
+            for s in snapshot.statistics("traceback")[:TOP_SITES]
+        ],
+    }
 
 
 class MemoryProbe:
@@ -110,11 +118,6 @@ class MemoryProbe:
         )
         if traced < self.peak.get("tracedMiB", 0.0) * 1.05:
             return
-        snapshot = tracemalloc.take_snapshot().filter_traces(
-            (tracemalloc.Filter(False, tracemalloc.__file__),)
-        )
-        sites = snapshot.statistics("traceback")[:TOP_SITES]
-        by_line = snapshot.statistics("lineno")[:TOP_SITES]
         types: dict[str, int] = {}
         for obj in gc.get_objects():
             name = type(obj).__qualname__
@@ -123,11 +126,7 @@ class MemoryProbe:
             "at": self.series[-1][0],
             "rssMiB": self.series[-1][1],
             "tracedMiB": traced,
-            "lines": [f"{s.size / 2**20:8.2f} MiB {s.count:8d} {s.traceback[0]}" for s in by_line],
-            "sites": [
-                {"MiB": round(s.size / 2**20, 2), "count": s.count, "at": s.traceback.format()}
-                for s in sites
-            ],
+            **heap_sites(),
             "types": sorted(types.items(), key=lambda kv: -kv[1])[:40],
         }
         self.write()
@@ -136,20 +135,10 @@ class MemoryProbe:
         """What is still held once every job has ended: the allocation sites that grow with the
         number of jobs ever followed (the adapter and its capture are still alive here)."""
         gc.collect()
-        snapshot = tracemalloc.take_snapshot().filter_traces(
-            (tracemalloc.Filter(False, tracemalloc.__file__),)
-        )
         self.end = {
             "tracedMiB": round(tracemalloc.get_traced_memory()[0] / 2**20, 1),
             "rssMiB": round(rss_mib(), 1),
-            "lines": [
-                f"{s.size / 2**20:8.2f} MiB {s.count:8d} {s.traceback[0]}"
-                for s in snapshot.statistics("lineno")[:TOP_SITES]
-            ],
-            "sites": [
-                {"MiB": round(s.size / 2**20, 2), "count": s.count, "at": s.traceback.format()}
-                for s in snapshot.statistics("traceback")[:TOP_SITES]
-            ],
+            **heap_sites(),
         }
         self.write()
 

@@ -12,7 +12,6 @@ the TrainJobs and writes OUT.go, and the waiters start. This file imports nothin
 dispatch: the SDK venv does not have it.
 """
 
-import contextlib
 import json
 import resource
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from kubeflow.common.types import KubernetesBackendConfig
 from kubeflow.trainer import TrainerClient
+from peak_rss import peak_rss_mib  # a sibling: this file runs as a script
 
 clients = []
 
@@ -38,18 +38,6 @@ def wait(config, name, out, ready):
     except TimeoutError as exc:
         said = f"TimeoutError: {exc}"
     out[name] = {"reportedAt": time.time(), "said": said}
-
-
-# as in bench/scale_dispatch.py: this file imports nothing of dispatch or bench
-def peak_rss_mib(usage: resource.struct_rusage) -> float:
-    """This process's own peak resident set: ``VmHWM`` (Linux). Not ``ru_maxrss``: after
-    fork+exec it starts from the parent's peak, so a child of a large benchmark process
-    would report the parent's memory."""
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024  # kB
-    return usage.ru_maxrss / 1024  # KiB on Linux, used where /proc is missing
 
 
 def main():

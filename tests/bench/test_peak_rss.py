@@ -17,11 +17,10 @@ def test_a_child_started_by_a_large_process_reports_its_own_peak() -> None:
     held = bytearray(BIG * 2**20)
     held[::4096] = b"\1" * len(held[::4096])  # touched: resident
     code = (
-        "import resource; from bench.scale_dispatch import peak_rss_mib; "
+        "import resource; from bench.peak_rss import peak_rss_mib; "
         "print(peak_rss_mib(resource.getrusage(resource.RUSAGE_SELF)))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert 0 < float(out.stdout) < BIG / 2  # ``ru_maxrss`` here says BIG or more
-    del held

@@ -59,7 +59,7 @@ def test_compact_changes_no_value_and_shares_keys_and_short_strings_between_obje
     assert [first, second] == decoded and first["status"]["message"] == long
     assert _key(first, "metadata") is _key(second, "metadata")
     assert first["status"]["phase"] is second["status"]["phase"]
-    labels = [dict(o["metadata"]["labels"]) for o in (first, second)]
+    labels = [o["metadata"]["labels"] for o in (first, second)]
     assert (
         labels[0]["jobset.sigs.k8s.io/jobset-name"] is labels[1]["jobset.sigs.k8s.io/jobset-name"]
     )
