@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,11 +53,10 @@ async def _start(request: web.Request) -> web.StreamResponse:
     return resp
 
 
-def _task(awaitable: Awaitable[Any]) -> asyncio.Task[Any]:
-    async def run() -> Any:
-        return await awaitable
-
-    return asyncio.ensure_future(run())
+def _task(coroutine: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    """A task of ``coroutine`` itself, so that one cancelled before it ran closes it (a
+    wrapper would leave it never awaited: a ``RuntimeWarning`` when a watch ends)."""
+    return asyncio.ensure_future(coroutine)
 
 
 async def serve_watch(
