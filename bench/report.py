@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench import targets
+
 
 def _f(value: Any, digits: int = 2) -> str:
     if value is None:
@@ -39,6 +41,16 @@ def _scale(found: dict[str, Any]) -> list[str]:
         "supervisor poll interval is 5 real seconds, its watch is what reports).",
         "",
     ]
+    if found.get("longer"):
+        longer = found["longer"]
+        sizes = ", ".join(f"{n:,}" for n in longer["jobs"])
+        lines += [
+            f"N = {sizes} again, with jobs living {longer['lifetime']:g} real s on average "
+            "(rows marked by their mean lifetime): dispatch's following requests are paid per "
+            "job end, the SDK's per minute of polling, so their ratio depends on how long "
+            "jobs live.",
+            "",
+        ]
     if found.get("dispatchOnly"):
         sizes = ", ".join(f"{n:,}" for n in found["dispatchOnly"])
         lines += [
@@ -50,12 +62,15 @@ def _scale(found: dict[str, Any]) -> list[str]:
     rows = []
     for r in found["rows"]:
         if "error" in r:
-            rows.append([r["tool"], r["jobs"], f"not finished: {r['error'][:120]}"] + [None] * 10)
+            rows.append(
+                [r["tool"], r["jobs"], None, f"not finished: {r['error'][:120]}"] + [None] * 10
+            )
             continue
         rows.append(
             [
                 r["tool"],
                 r["jobs"],
+                r.get("meanLifetimeSeconds"),
                 f"{r['ended']}/{r['reported']}",
                 r["requestsPerJobMinute"],
                 r["followingPerJobMinute"],
@@ -71,7 +86,7 @@ def _scale(found: dict[str, Any]) -> list[str]:
         )
     lines += _table(
         [
-            "tool", "N", "ended/reported", "requests per job-minute",
+            "tool", "N", "mean lifetime s", "ended/reported", "requests per job-minute",
             "following only, per job-minute", "requests per job", "open watches, peak",
             "detect p50 s", "detect p99 s", "detect p99 s, after submission",
             "CPU s", "peak RSS MiB", "wall s",
@@ -82,18 +97,29 @@ def _scale(found: dict[str, Any]) -> list[str]:
     for r in found["rows"]:
         if "requestsByKind" in r:
             kinds = ", ".join(f"{k} {v}" for k, v in r["requestsByKind"].items())
-            lines.append(f"- {r['tool']} N={r['jobs']}: {kinds}")
+            lines.append(f"- {_run_of(r)}: {kinds}")
     lines.append("")
     for r in found["rows"]:
         if r["tool"] == "dispatch" and "lost" in r:
             lines.append(
-                f"- dispatch N={r['jobs']}: lost {r['lost']}, duplicated {r['duplicated']}, "
+                f"- {_run_of(r)}: lost {r['lost']}, duplicated {r['duplicated']}, "
                 f"wrong final state {r['wrongState']}; {r['passes']} supervisor passes; "
                 f"submission (first to last TrainJob created) {r['submissionSeconds']} s"
             )
         if r["tool"] == "sdk" and "said" in r:
-            lines.append(f"- sdk N={r['jobs']}: the waiters said {r['said']}; lost {r['lost']}")
+            lines.append(f"- {_run_of(r)}: the waiters said {r['said']}; lost {r['lost']}")
+    lines += ["", "Issue 10's targets for dispatch, judged from the rows above:", ""]
+    for j in targets.judge(found["rows"]):
+        verdict = {True: "met", False: "**not met**", None: "not judged"}[j.met]
+        lines.append(f"- {j.target}: {verdict} ({j.measured})")
+    lines += ["", "Where a target is not met, bench/README.md gives the profile that explains it."]
     return [*lines, ""]
+
+
+def _run_of(row: dict[str, Any]) -> str:
+    """``tool N=...``, and the mean lifetime asked when it is not the run's main one."""
+    extra = f", lifetime {row['lifetime']:g} s" if row.get("longer") else ""
+    return f"{row['tool']} N={row['jobs']}{extra}"
 
 
 def _causes(found: dict[str, Any]) -> list[str]:

@@ -6,12 +6,13 @@
     python -m bench ...                 # the same
 
 Benchmarks (``--only`` names): ``scale`` (supervision at scale on the emulator, dispatch
-against the Kubeflow SDK at ``--scale-jobs``, and dispatch alone at
-``--scale-dispatch-only``), ``causes`` (cause accuracy over tests/dumps), ``local`` (local
-scheduler against torchrun --standalone; needs torch), ``slurm`` (Slurm adapter against
-sbatch + squeue; needs Slurm and root), ``reliability`` (simulator, emulator faults, fuzzing),
-``sim`` (simulator throughput), ``emulator`` (emulator throughput). A benchmark whose
-requirement is missing is recorded as skipped, with the reason.
+against the Kubeflow SDK at ``--scale-jobs``, dispatch alone at ``--scale-dispatch-only``,
+both again with longer jobs at ``--scale-longer``), ``causes`` (cause accuracy over
+tests/dumps), ``local`` (local scheduler against torchrun --standalone; needs torch),
+``slurm`` (Slurm adapter against sbatch + squeue; needs Slurm and root), ``reliability``
+(simulator, emulator faults, fuzzing), ``sim`` (simulator throughput), ``emulator``
+(emulator throughput). A benchmark whose requirement is missing is recorded as skipped,
+with the reason.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ SIZES: dict[str, tuple[Any, Any]] = {
     #: sizes run for dispatch alone (the SDK's thread per job saturates 2 cores at 1,000)
     "scaleDispatchOnly": ([], [5000]),
     "lifetime": (6.0, 60.0),
+    #: sizes run again by both tools with jobs that live ``longerLifetime`` on average:
+    #: requests per job-minute depend on it (dispatch pays per job end, the SDK per minute)
+    "scaleLonger": ([], [1000]),
+    "longerLifetime": (60.0, 300.0),
     "localRepeat": (1, 5),
     "slurmRepeat": (1, 5),
     "simSeeds": (10, 200),
@@ -63,6 +68,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="N for the scale benchmark, dispatch alone (default: 5000; none with --quick)",
     )
     parser.add_argument("--lifetime", type=float, help="mean real seconds a scale job lives")
+    parser.add_argument(
+        "--scale-longer",
+        type=int,
+        nargs="*",
+        help="N run again by both tools with longer jobs (default: 1000; none with --quick)",
+    )
+    parser.add_argument(
+        "--longer-lifetime", type=float, help="mean real seconds of those jobs (default: 300)"
+    )
     parser.add_argument("--local-repeat", type=int, help="rounds of the torchrun benchmark")
     parser.add_argument("--out", type=Path, default=ROOT / "bench", help="folder for results")
     return parser.parse_args(argv)
@@ -85,10 +99,21 @@ def run_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
         alone = size(args, "scaleDispatchOnly") if alone is None else alone
         alone = alone if "dispatch" in args.scale_tools else []
         lifetime = args.lifetime or size(args, "lifetime")
+        longer = size(args, "scaleLonger") if args.scale_longer is None else args.scale_longer
+        longer_lifetime = args.longer_lifetime or size(args, "longerLifetime")
         rows = scale.run(jobs, lifetime, 10.0, args.scale_tools)
         if alone:
             rows += scale.run(alone, lifetime, 10.0, ["dispatch"])
-        return {"lifetime": lifetime, "timeScale": 10.0, "dispatchOnly": alone, "rows": rows}
+        if longer:
+            for row in scale.run(longer, longer_lifetime, 10.0, args.scale_tools):
+                rows.append({**row, "longer": True})
+        return {
+            "lifetime": lifetime,
+            "timeScale": 10.0,
+            "dispatchOnly": alone,
+            "longer": {"jobs": longer, "lifetime": longer_lifetime} if longer else None,
+            "rows": rows,
+        }
     if name == "causes":
         from bench import causes
 

@@ -389,6 +389,7 @@ def run(
             else:
                 result = run_sdk(n, lifetime, scale, deadline)
             result["benchSeconds"] = round(time.time() - began, 1)
+            result["lifetime"] = lifetime
             results.append(result)
             print(json.dumps(result), file=sys.stderr)
     return results
