@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from dispatch.testing.k8s import Emulator
+from dispatch.testing.k8s.server import metadata_only
 
 from .conftest import trainjob
 
@@ -32,6 +33,12 @@ def _call(
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as err:
         return err.code, json.loads(err.read())
+
+
+def _list(emulator: Emulator, path: str, accept: str) -> Any:
+    req = urllib.request.Request(emulator.url + path, headers={"Accept": accept})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
 
 
 def _watch_lines(emulator: Emulator, path: str) -> list[dict[str, Any]]:
@@ -102,3 +109,35 @@ def test_unknown_paths(emulator: Emulator, path: str, code: int) -> None:
 def test_verbs_a_resource_does_not_serve_are_405(emulator: Emulator) -> None:
     code, body = _call(emulator, "GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
     assert code == 405 and body["reason"] == "MethodNotAllowed"
+
+
+METADATA = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
+@pytest.mark.parametrize(
+    ("accept", "partial"),
+    [
+        (METADATA, True),
+        (METADATA.replace("g=meta.k8s.io;v=v1", "v=v1;g=meta.k8s.io") + ",application/json", True),
+        ("application/json", False),
+        ("application/json," + METADATA, False),  # the first acceptable range wins
+        ("application/json;as=Table;g=meta.k8s.io;v=v1,application/json", False),
+        ("", False),
+    ],
+)
+def test_metadata_lists_are_served_when_asked_first(accept: str, partial: bool) -> None:
+    assert metadata_only(accept) is partial
+
+
+def test_a_metadata_list_pages_like_a_list_and_holds_metadata_alone(emulator: Emulator) -> None:
+    for name in ("a", "b", "c"):
+        _call(emulator, "POST", TJ, trainjob(name))
+    first = _list(emulator, TJ + "?limit=2", METADATA)
+    assert (first["kind"], first["apiVersion"]) == ("PartialObjectMetadataList", "meta.k8s.io/v1")
+    assert [i["metadata"]["name"] for i in first["items"]] == ["a", "b"]
+    assert all(set(i) == {"kind", "apiVersion", "metadata"} for i in first["items"])
+    token = first["metadata"]["continue"]
+    rest = _list(emulator, TJ + f"?limit=2&continue={token}", METADATA)
+    assert [i["metadata"]["name"] for i in rest["items"]] == ["c"]
+    whole = _list(emulator, TJ, "application/json")
+    assert whole["kind"] == "TrainJobList" and "spec" in whole["items"][0]

@@ -168,3 +168,30 @@ def test_lists_are_read_in_pages_and_whole(count: int, tmp_path: Path) -> None:
         sizes, names, version = asyncio.run(read())
     assert sizes == [2] * (count // 2) + ([count % 2] if count % 2 or not count else [])
     assert sorted(names) == sorted(f"e-{i}" for i in range(count)) and version
+
+
+def test_a_metadata_list_holds_each_object_s_name_and_version_alone(tmp_path: Path) -> None:
+    with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
+        for i in range(5):
+            emu.create({"apiVersion": "v1", "kind": "Event",
+                        "metadata": {"name": f"e-{i}", "namespace": NS},
+                        "involvedObject": {"kind": "Pod", "name": "p", "namespace": NS},
+                        "message": "x" * 200})  # fmt: skip
+
+        async def read() -> tuple[list[list[dict[str, Any]]], str]:
+            connection = Connection(tmp_path / "kubeconfig", None)
+            async with connection.session() as session:
+                pages = [
+                    p
+                    async for p in list_pages(session, CORE_EVENTS, NS, limit=2, metadata_only=True)
+                ]
+            await connection.aclose()
+            return [p["items"] for p in pages], pages[0]["metadata"]["resourceVersion"]
+
+        pages, version = asyncio.run(read())
+    assert [len(items) for items in pages] == [2, 2, 1] and version.isdigit()
+    items = [item for page in pages for item in page]
+    assert sorted(i["metadata"]["name"] for i in items) == [f"e-{i}" for i in range(5)]
+    assert all(set(i) == {"kind", "apiVersion", "metadata"} for i in items)  # no message
+    assert {i["kind"] for i in items} == {"PartialObjectMetadata"}
+    assert all(i["metadata"]["resourceVersion"].isdigit() for i in items)

@@ -254,9 +254,11 @@ def spy_on_lists(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     lists: list[tuple[str, str]] = []
     real = capture_module.list_pages
 
-    def spy(session: Any, res: Any, namespace: str | None, *, label_selector: str = "") -> Any:
+    def spy(
+        session: Any, res: Any, namespace: str | None, *, label_selector: str = "", **more: Any
+    ) -> Any:
         lists.append((res.plural, label_selector))
-        return real(session, res, namespace, label_selector=label_selector)
+        return real(session, res, namespace, label_selector=label_selector, **more)
 
     monkeypatch.setattr(capture_module, "list_pages", spy)
     return lists

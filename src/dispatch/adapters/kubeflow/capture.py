@@ -28,8 +28,9 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
   behind ``v`` ``QUIET`` seconds after ``since`` that delivered nothing for ``QUIET`` seconds,
   or a stream still behind ``RELIST_EVERY`` seconds after ``since`` and found resuming (one
   dropped again and again, too soon each time to catch up), is **checked**: a list (a
-  consistent read at its version ``L``) whose every object is exactly the version the stream
-  last delivered, with none missing, proves the stream has delivered everything up to ``L``;
+  consistent read at its version ``L``, of each object's metadata alone: names and versions
+  are all it compares) whose every object is exactly the version the stream last delivered,
+  with none missing, proves the stream has delivered everything up to ``L``;
   it files nothing and the watch stays open, so no state between is skipped. A stream is
   checked again only after a pause that grows with what its list costs (``QUIET`` to
   ``RELIST_EVERY`` seconds; the lesser of its last two checks' durations, so that one check
@@ -413,7 +414,10 @@ class Capture:
         if values:
             selector = kind.narrowed(values.values())
             known = self._last.keys_of(stream, set(values), kind.narrow, set(values.values()))
-        async for page in list_pages(session, kind.resource, stream[1], label_selector=selector):
+        pages = list_pages(
+            session, kind.resource, stream[1], label_selector=selector, metadata_only=True
+        )
+        async for page in pages:
             if listed is None:
                 version = text_of(dig(page, "metadata", "resourceVersion"))
                 if not version.isdigit():

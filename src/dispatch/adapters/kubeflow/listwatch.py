@@ -4,7 +4,8 @@ The evidence watches need Pods, Events and Nodes (core ``/api/v1``) besides cust
 and must keep every field (the cause function reads raw objects), so both go through the
 client's raw responses (``_preload_content=False``) instead of typed models. Lists are read
 in pages of ``LIST_PAGE`` objects (``limit``/``continue``), so a list of thousands of objects
-is never decoded at once. Errors leave as ``DispatchError`` (``errors.translate``); a 410 is
+is never decoded at once; a list that needs only each object's name and version (a stream's
+check) asks for the metadata alone (``metadata_only``). Errors leave as ``DispatchError`` (``errors.translate``); a 410 is
 ``Gone`` (list again; also when a page's ``continue`` token expired).
 """
 
@@ -23,6 +24,13 @@ from dispatch.model import SchedulerUnavailable
 
 #: objects per list page (what client-go's reflector asks for)
 LIST_PAGE = 500
+#: objects per page of a metadata list (``metadata_only``: a few hundred bytes each)
+METADATA_PAGE = 2000
+#: a list of each object's metadata alone (the API server's PartialObjectMetadataList, what
+#: client-go's metadata informers ask for); a server that cannot answers the whole objects
+METADATA_ACCEPT = (
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+)
 
 _CORE_LIST = {
     # plural -> (namespaced method, cluster method)
@@ -53,6 +61,27 @@ async def _request(
     )
 
 
+async def _metadata_request(
+    session: Session, res: Resource, namespace: str | None, params: dict[str, Any], timeout: float
+) -> Any:
+    """The raw response of a list of ``res``'s metadata (``METADATA_ACCEPT``); ``params`` as
+    for ``_request``. The generated list methods set their own ``Accept``, so the path is
+    called directly."""
+    base = f"/apis/{res.group}/{res.version}" if res.group else f"/api/{res.version}"
+    scope = f"/namespaces/{namespace}" if res.namespaced and namespace else ""
+    names = {"label_selector": "labelSelector", "limit": "limit", "_continue": "continue"}
+    query = [(names[k], v) for k, v in params.items() if v not in (None, "")]
+    return await session.api.call_api(
+        f"{base}{scope}/{res.plural}",
+        "GET",
+        query_params=query,
+        header_params={"Accept": METADATA_ACCEPT},
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _request_timeout=timeout,
+    )
+
+
 async def _failed(response: Any, what: str) -> Exception:
     """The dispatch error for a non-2xx raw response."""
     try:
@@ -72,14 +101,19 @@ async def list_pages(
     namespace: str | None,
     *,
     label_selector: str = "",
-    limit: int = LIST_PAGE,
+    limit: int | None = None,
+    metadata_only: bool = False,
 ) -> AsyncIterator[JsonObj]:
     """The list of ``res`` page by page (each ``{"items": [...], "metadata": {...}}``; the
     first page's ``resourceVersion`` is the list's); items get their ``kind``/``apiVersion``
-    back (a list omits them)."""
+    back (a list omits them). ``metadata_only``: each item may hold its ``metadata`` alone
+    (``METADATA_ACCEPT``), in pages of ``METADATA_PAGE``; else pages of ``LIST_PAGE``."""
     token = ""
+    limit = limit or (METADATA_PAGE if metadata_only else LIST_PAGE)
     while True:
-        page = await _list_page(session, res, namespace, label_selector, limit, token)
+        page = await _list_page(
+            session, res, namespace, label_selector, limit, token, metadata_only=metadata_only
+        )
         yield page
         token = _text(page.get("metadata"), "continue")
         if not token:
@@ -111,11 +145,14 @@ async def _list_page(
     label_selector: str,
     limit: int,
     token: str,
+    *,
+    metadata_only: bool = False,
 ) -> JsonObj:
     what = f"list {res.plural}" + (f" in {namespace}" if res.namespaced else "")
     params = {"label_selector": label_selector, "limit": limit, "_continue": token}
+    send = _metadata_request if metadata_only else _request
     try:
-        response = await _request(session, res, namespace, params, session.timeout)
+        response = await send(session, res, namespace, params, session.timeout)
         try:
             if response.status >= 300:
                 raise await _failed(response, what)
@@ -128,6 +165,8 @@ async def _list_page(
         raise SchedulerUnavailable(f"cannot {what}: unreadable answer") from None
     if not isinstance(data, dict):
         raise SchedulerUnavailable(f"cannot {what}: unreadable answer")
+    if metadata_only:
+        return data  # PartialObjectMetadata items, or whole ones from a server that cannot
     for item in data.get("items") or []:
         if isinstance(item, dict):
             item.setdefault("kind", res.kind)

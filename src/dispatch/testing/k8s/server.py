@@ -55,6 +55,22 @@ def _error(exc: ApiError) -> web.Response:
     return resp
 
 
+def metadata_only(accept: str) -> bool:
+    """Whether an ``Accept`` header asks a list for its objects' metadata alone: a media range
+    ``application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`` (what client-go's
+    metadata informers send) before any plain JSON one. Other ranges are served as before."""
+    for media in accept.split(","):
+        kind, *params = (part.strip() for part in media.split(";"))
+        named = dict(p.partition("=")[::2] for p in params)
+        if kind not in ("application/json", "*/*"):
+            continue
+        if "as" not in named:
+            return False
+        if named == {"as": "PartialObjectMetadataList", "g": "meta.k8s.io", "v": "v1"}:
+            return True
+    return False
+
+
 def _int(query: dict[str, str], name: str) -> int | None:
     value = query.get(name)
     if value in (None, ""):
@@ -235,6 +251,16 @@ class ApiServer:
             if not query.get("labelSelector") and not query.get("fieldSelector"):
                 meta["remainingItemCount"] = listed.remaining
         items = listed.items
+        if metadata_only(request.headers.get("Accept", "")):
+            partial = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1"}
+            return _json(
+                {
+                    "kind": "PartialObjectMetadataList",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": meta,
+                    "items": [{**partial, "metadata": item["metadata"]} for item in items],
+                }
+            )
         if rtype.builtin:
             for item in items:
                 item.pop("kind", None)
