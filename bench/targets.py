@@ -4,8 +4,7 @@ the target is met; a target whose rows were not run is "not judged", never met."
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 #: the size at which requests and detection are judged, and the one for memory
@@ -20,13 +19,6 @@ class Judgement:
     measured: str
     met: bool | None  # None: the rows needed were not run
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _ok(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in rows if "error" not in r]
-
 
 def _lifetime(row: dict[str, Any]) -> float | None:
     value = row.get("lifetime")
@@ -35,7 +27,7 @@ def _lifetime(row: dict[str, Any]) -> float | None:
 
 def judge(rows: list[dict[str, Any]]) -> list[Judgement]:
     """Every target of issue 10, from these rows."""
-    found = _ok(rows)
+    found = [r for r in rows if "error" not in r]  # runs that did not finish count for none
     ours = [r for r in found if r["tool"] == "dispatch"]
     return [*_requests(found), _detection(ours), _memory(ours), _watches(ours)]
 

@@ -5,8 +5,9 @@ and must keep every field (the cause function reads raw objects), so both go thr
 client's raw responses (``_preload_content=False``) instead of typed models. Lists are read
 in pages of ``LIST_PAGE`` objects (``limit``/``continue``), so a list of thousands of objects
 is never decoded at once; a list that needs only each object's name and version (a stream's
-check) asks for the metadata alone (``metadata_only``). Errors leave as ``DispatchError`` (``errors.translate``); a 410 is
-``Gone`` (list again; also when a page's ``continue`` token expired).
+check) asks for the metadata alone (``metadata_only``). Errors leave as ``DispatchError``
+(``errors.translate``); a 410 is ``Gone`` (list again; also when a page's ``continue`` token
+expired).
 """
 
 from __future__ import annotations
