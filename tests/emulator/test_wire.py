@@ -141,3 +141,6 @@ def test_a_metadata_list_pages_like_a_list_and_holds_metadata_alone(emulator: Em
     assert [i["metadata"]["name"] for i in rest["items"]] == ["c"]
     whole = _list(emulator, TJ, "application/json")
     assert whole["kind"] == "TrainJobList" and "spec" in whole["items"][0]
+    assert [i["metadata"] for i in first["items"] + rest["items"]] == [
+        i["metadata"] for i in whole["items"]
+    ]  # the same metadata, versions included

@@ -237,6 +237,7 @@ class ApiServer:
         self, request: web.Request, info: RequestInfo, query: dict[str, str], fault: FaultDecision
     ) -> web.StreamResponse:
         rtype = info.rtype
+        partial = metadata_only(request.headers.get("Accept", ""))
         listed: ObjectList = self.store.list(
             rtype,
             info.namespace or None,
@@ -244,6 +245,7 @@ class ApiServer:
             fields=FieldSelector.parse(query.get("fieldSelector"), rtype.storage, rtype.plural),
             limit=_int(query, "limit"),
             continue_token=query.get("continue"),
+            metadata_only=partial,
         )
         meta: JsonObj = {"resourceVersion": str(listed.resource_version)}
         if listed.continue_token:
@@ -251,14 +253,14 @@ class ApiServer:
             if not query.get("labelSelector") and not query.get("fieldSelector"):
                 meta["remainingItemCount"] = listed.remaining
         items = listed.items
-        if metadata_only(request.headers.get("Accept", "")):
-            partial = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1"}
+        if partial:
+            kind = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1"}
             return _json(
                 {
                     "kind": "PartialObjectMetadataList",
                     "apiVersion": "meta.k8s.io/v1",
                     "metadata": meta,
-                    "items": [{**partial, "metadata": item["metadata"]} for item in items],
+                    "items": [{**kind, **item} for item in items],
                 }
             )
         if rtype.builtin:

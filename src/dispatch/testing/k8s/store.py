@@ -144,9 +144,13 @@ class Store:
         fields: FieldSelector | None = None,
         limit: int | None = None,
         continue_token: str | None = None,
+        metadata_only: bool = False,
     ) -> ObjectList:
         """Matching objects in (namespace, name) order; ``limit``/``continue`` page through
-        the current objects (not a snapshot: a fidelity limit)."""
+        the current objects (not a snapshot: a fidelity limit). ``metadata_only``: each item
+        is ``{"metadata": ...}`` alone, the stored metadata itself (not copied: read it at
+        once, before the store changes, and never change it), as an API server serves a
+        PartialObjectMetadataList from its cache."""
         sel = Selection(
             None,
             namespace if rtype.namespaced else None,
@@ -172,6 +176,9 @@ class Store:
             token = _encode_continue(list_rv, (last.get("namespace", ""), last["name"]))
             remaining = len(matched) - limit
             matched = matched[:limit]
+        if metadata_only:
+            items = [{"metadata": o["metadata"]} for o in matched]
+            return ObjectList(items, list_rv, token, remaining)
         return ObjectList([self._out(rtype, o) for o in matched], list_rv, token, remaining)
 
     # ----------------------------------------------------------------- watching
