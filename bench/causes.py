@@ -5,6 +5,10 @@ SDK would report for the same TrainJobs.
   the expected state and cause of each dump (``tests/kubeflow_causes/test_dumps.py``, CASES).
   A second column diagnoses the same dump with every ``Event`` removed (events expire after
   an hour on a real cluster): robustness to evidence deleted early.
+* noise: the number of failed pods in each dump. Where it is above one, peers crashed after
+  the first failure (their rendezvous broke) or all were stopped together, so the cause has
+  to be told apart from the peers' exits; the summary gives dispatch's share right over those
+  dumps.
 * the SDK: its status string, from the SDK's own status logic restated over the dump's
   objects (:func:`sdk_status`). Source: kubeflow/sdk
   ``kubeflow/trainer/backends/kubernetes/backend.py``, ``KubernetesBackend.__get_trainjob_from_cr``
@@ -82,6 +86,15 @@ def sdk_status(objects: list[dict[str, Any]]) -> str:
     return status
 
 
+def failed_pods(objects: list[dict[str, Any]]) -> int:
+    """Pods of the dump that ended failed: the first failure and the peers that followed it."""
+    return sum(
+        1
+        for o in objects
+        if o.get("kind") == "Pod" and (o.get("status") or {}).get("phase") == "Failed"
+    )
+
+
 def dispatch_diagnosis(text: str, name: str) -> dict[str, Any]:
     """``dispatch diagnose`` on a dump given as text (written to a temporary file)."""
     import tempfile
@@ -120,6 +133,7 @@ def run() -> dict[str, Any]:
                 "dispatchState": found.get("state"),
                 "dispatchCause": found.get("cause"),
                 "dispatchCorrect": (found.get("state"), found.get("cause")) == (state, cause),
+                "failedPods": failed_pods(objects),
                 "eventsRemovedCause": stripped.get("cause"),
                 "eventsRemovedCorrect": stripped.get("cause") == cause,
                 "sdkStatus": sdk,
@@ -129,10 +143,13 @@ def run() -> dict[str, Any]:
             }
         )
     total = len(rows)
+    noisy = [r for r in rows if r["failedPods"] > 1]
     return {
         "rows": rows,
         "dumps": total,
         "dispatchCorrect": sum(r["dispatchCorrect"] for r in rows),
+        "peersFailedDumps": len(noisy),
+        "peersFailedCorrect": sum(r["dispatchCorrect"] for r in noisy),
         "eventsRemovedCorrect": sum(r["eventsRemovedCorrect"] for r in rows),
         "sdkStateCorrect": sum(r["sdkStateCorrect"] for r in rows),
         "sdkCauseCorrect": sum(r["sdkCauseCorrect"] for r in rows),

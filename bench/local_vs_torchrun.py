@@ -4,14 +4,19 @@ Launchers: ``torchrun`` alone; ``dispatch+torchrun`` (the job's command is torch
 dispatch runs once for the node: the like-for-like measure of what dispatch adds); and
 ``dispatch`` (per-rank mode: dispatch starts the 4 ranks itself, no torchrun).
 
-Two figures, each the median of ``--repeat`` runs (runs of the two launchers alternate, so load
-from elsewhere on the machine hits both alike):
+Four figures, each the median of ``--repeat`` runs (runs of the launchers alternate, so load
+from elsewhere on the machine hits them alike):
 
 * wall time to completion of a trivial gloo script (``init_process_group``, one all_reduce,
   ``destroy_process_group``), measured from outside: from spawning the launcher's process to
   its exit. For dispatch that process is the real ``dispatch run JOB.yaml --output json``
   (fresh state directory, the embedded local cluster): it parses the spec, records the job,
   supervises it in process (claim, start, follow) and prints the final object.
+* submission latency, in the same runs: from spawning the launcher to the first rank's first
+  line of Python (each rank records the time before ``import torch``).
+* time to notice the end, in the same runs: from the last rank's exit (every rank pid gone or
+  a zombie, polled every 2 ms) to the launcher's exit, the moment a script that waits on it
+  learns the job ended.
 * time from one rank's failure (rank 1 exits 3 after the all_reduce; it records the time just
   before exiting) to all ranks stopped (every rank pid gone or a zombie, polled every 2 ms).
 
@@ -48,10 +53,12 @@ import psutil
 
 SCRIPT = """
 import os, sys, time
-import torch
-import torch.distributed as dist
 out = os.environ["BENCH_OUT"]
 rank = int(os.environ["RANK"])
+with open(os.path.join(out, f"started-{rank}"), "w") as f:
+    f.write(repr(time.time()))
+import torch
+import torch.distributed as dist
 with open(os.path.join(out, f"pid-{rank}"), "w") as f:
     f.write(str(os.getpid()))
 dist.init_process_group("gloo")
@@ -176,14 +183,31 @@ def fresh_dir(base: Path, name: str) -> Path:
     return folder
 
 
-def wall_time(kind: str, base: Path) -> float:
+def _pids(folder: Path) -> list[int]:
+    """Pids the ranks wrote so far (a file may be seen before its content)."""
+    return [int(text) for p in folder.glob("pid-*") if (text := p.read_text())]
+
+
+def wall_time(kind: str, base: Path) -> dict[str, float]:
+    """One successful run: wall time, submission latency and time to notice the end."""
     folder = fresh_dir(base, kind.replace("+", "-"))
-    began = time.perf_counter()
-    code = launch(kind, folder, fail=False).wait()
-    took = time.perf_counter() - began
-    if code != 0:
-        raise SystemExit(f"{kind} failed with exit code {code}")
-    return took
+    spawned, began = time.time(), time.perf_counter()
+    process = launch(kind, folder, fail=False)
+    pids: list[int] = []
+    ranks_gone: float | None = None
+    while process.poll() is None:
+        if len(pids) < 4:
+            pids = _pids(folder)
+        elif ranks_gone is None and all(_gone(pid) for pid in pids):
+            ranks_gone = time.time()
+        time.sleep(0.002)
+    exited, took = time.time(), time.perf_counter() - began
+    if process.returncode != 0:
+        raise SystemExit(f"{kind} failed with exit code {process.returncode}")
+    if ranks_gone is None:  # the launcher exited within one poll of its last rank
+        ranks_gone = exited
+    started = min(float(p.read_text()) for p in folder.glob("started-*"))
+    return {"wall": took, "submit": started - spawned, "notice": exited - ranks_gone}
 
 
 def _gone(pid: int) -> bool:
@@ -198,7 +222,7 @@ def stop_time(kind: str, base: Path) -> float:
     process = launch(kind, folder, fail=True)
     pids: list[int] = []
     while not (folder / "failed-at").exists() or len(pids) < 4:
-        pids = [int(p.read_text() or 0) for p in folder.glob("pid-*") if p.read_text()]
+        pids = _pids(folder)
         if process.poll() is not None:
             raise SystemExit(f"{kind} ended before the failure was recorded")
         time.sleep(0.002)
@@ -285,34 +309,31 @@ def trivial(runs: int) -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
+FIGURES = ("wall", "submit", "notice", "stop")
+
+
 def measure(repeat: int) -> dict[str, Any]:
-    """``repeat`` rounds of every launcher (wall time, then stop time); medians and ranges."""
+    """``repeat`` rounds of every launcher (a successful run, then a failing one); medians and
+    ranges of each figure, as ``<figure>Median``, ``Min`` and ``Max``."""
     base = Path(tempfile.mkdtemp(prefix="dispatch-bench-"))
-    walls: dict[str, list[float]] = {k: [] for k in KINDS}
-    stops: dict[str, list[float]] = {k: [] for k in KINDS}
+    samples: dict[str, dict[str, list[float]]] = {k: {f: [] for f in FIGURES} for k in KINDS}
     try:
         for _ in range(repeat):
             for kind in KINDS:
-                walls[kind].append(wall_time(kind, base))
-                stops[kind].append(stop_time(kind, base))
+                for figure, value in wall_time(kind, base).items():
+                    samples[kind][figure].append(value)
+                samples[kind]["stop"].append(stop_time(kind, base))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     rows = []
     for kind in KINDS:
-        w, s = walls[kind], stops[kind]
-        rows.append(
-            {
-                "launcher": kind,
-                "runs": repeat,
-                "wallMedian": statistics.median(w),
-                "wallMin": min(w),
-                "wallMax": max(w),
-                "stopMedian": statistics.median(s),
-                "stopMin": min(s),
-                "stopMax": max(s),
-                "wallOverhead": statistics.median(w) / statistics.median(walls["torchrun"]) - 1,
-            }
-        )
+        row: dict[str, Any] = {"launcher": kind, "runs": repeat}
+        for figure, values in samples[kind].items():
+            row[f"{figure}Median"] = statistics.median(values)
+            row[f"{figure}Min"], row[f"{figure}Max"] = min(values), max(values)
+        torchrun_wall = statistics.median(samples["torchrun"]["wall"])
+        row["wallOverhead"] = row["wallMedian"] / torchrun_wall - 1
+        rows.append(row)
     return {"rows": rows}
 
 
@@ -332,13 +353,17 @@ def main() -> None:
     print(
         f"runs per figure: {args.repeat}; CPUs: {os.cpu_count()}; python {sys.version.split()[0]}"
     )
-    print("| launcher | wall time median (min-max) s | failure-to-all-stopped median (min-max) s |")
-    print("|---|---|---|")
+    names = {
+        "wall": "wall time",
+        "submit": "spawn to first rank",
+        "notice": "ranks exited to launcher exit",
+        "stop": "failure to all stopped",
+    }
+    print("| launcher | " + " | ".join(f"{names[f]} median (min-max) s" for f in FIGURES) + " |")
+    print("|---|" + "---|" * len(FIGURES))
     for r in rows:
-        print(
-            f"| {r['launcher']} | {r['wallMedian']:.3f} ({r['wallMin']:.3f}-{r['wallMax']:.3f}) "
-            f"| {r['stopMedian']:.3f} ({r['stopMin']:.3f}-{r['stopMax']:.3f}) |"
-        )
+        cells = [f"{r[f + 'Median']:.3f} ({r[f + 'Min']:.3f}-{r[f + 'Max']:.3f})" for f in FIGURES]
+        print(f"| {r['launcher']} | " + " | ".join(cells) + " |")
     for r in rows[1:]:
         print(f"{r['launcher']} wall-time overhead vs torchrun: {r['wallOverhead']:+.1%}")
 

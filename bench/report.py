@@ -28,6 +28,9 @@ def _head(title: str, found: dict[str, Any]) -> list[str]:
         f"Took {found['seconds']} s; load average {found['loadAverage']}.",
         "",
     ]
+    if "rerun" in found:
+        rerun = found["rerun"]
+        lines += [f"Run again on its own, {rerun['date']}: `{rerun['command']}`.", ""]
     if "skipped" in found:
         lines += [f"**Not run:** {found['skipped']}", ""]
     return lines
@@ -130,6 +133,7 @@ def _causes(found: dict[str, Any]) -> list[str]:
             f"{r['expectedState']} / {r['expectedCause']}",
             f"{r['dispatchState']} / {r['dispatchCause']}",
             "yes" if r["dispatchCorrect"] else "**no**",
+            r.get("failedPods"),
             f"{r['eventsRemovedCause']} ({'yes' if r['eventsRemovedCorrect'] else 'no'})",
             r["sdkStatus"],
             "yes" if r["sdkStateCorrect"] else "no",
@@ -137,7 +141,7 @@ def _causes(found: dict[str, Any]) -> list[str]:
         for r in found["rows"]
     ]
     lines += _table(
-        ["dump", "expected state / cause", "dispatch", "dispatch correct",
+        ["dump", "expected state / cause", "dispatch", "dispatch correct", "failed pods",
          "dispatch, Events removed", "SDK status", "SDK state right"],
         rows,
     )  # fmt: skip
@@ -149,18 +153,35 @@ def _causes(found: dict[str, Any]) -> list[str]:
         "none, so only the success counts).",
         "",
     ]
+    if "peersFailedDumps" in found:
+        lines += [
+            f"Noise: in {found['peersFailedDumps']} dumps more than one pod failed (peers "
+            "crashed after the first failure, or all were stopped together), so the cause "
+            "has to be told apart from the peers' exits; dispatch named it in "
+            f"{found['peersFailedCorrect']}/{found['peersFailedDumps']} of them.",
+            "",
+        ]
     return lines
 
 
 def _local(found: dict[str, Any]) -> list[str]:
     lines = _head("Local scheduler vs torchrun --standalone (1 node x 4 processes)", found)
     if "rows" in found:
+        lines += [
+            "Medians (min-max) in seconds. Submission: from spawning the launcher to the first "
+            "rank's first line of Python. End: from the last rank's exit to the launcher's "
+            "exit, when whoever waits on it learns the job ended. Both in the successful runs "
+            "that give the wall time.",
+            "",
+        ]
         lines += _table(
-            ["launcher", "runs", "wall median s (min-max)", "failure to all stopped, median s (min-max)", "wall vs torchrun"],
+            ["launcher", "runs", "wall", "submission: spawn to first rank", "end: ranks exited to launcher exit", "failure to all stopped", "wall vs torchrun"],
             [
                 [
                     r["launcher"], r["runs"],
                     _spread(r, "wall"),
+                    _spread(r, "submit"),
+                    _spread(r, "notice"),
                     _spread(r, "stop"),
                     f"{r['wallOverhead']:+.1%}",
                 ]
@@ -171,7 +192,10 @@ def _local(found: dict[str, Any]) -> list[str]:
 
 
 def _spread(row: dict[str, Any], name: str) -> str:
-    """``median (min-max)`` of a figure recorded as ``<name>Median``/``Min``/``Max``."""
+    """``median (min-max)`` of a figure recorded as ``<name>Median``/``Min``/``Max``; a dash
+    where the run predates the figure."""
+    if name + "Median" not in row:
+        return "—"
     return f"{row[name + 'Median']:.3f} ({row[name + 'Min']:.3f}-{row[name + 'Max']:.3f})"
 
 

@@ -3,6 +3,7 @@
     python bench/run.py                 # the default sizes (tens of minutes on 2 cores)
     python bench/run.py --quick         # the smallest size of each (CI; a few minutes)
     python bench/run.py --only scale causes --scale-jobs 100 1000 --scale-dispatch-only
+    python bench/run.py --only local --merge   # run one again, keep the others' results
     python -m bench ...                 # the same
 
 Benchmarks (``--only`` names): ``scale`` (supervision at scale on the emulator, dispatch
@@ -79,6 +80,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--local-repeat", type=int, help="rounds of the torchrun benchmark")
     parser.add_argument("--out", type=Path, default=ROOT / "bench", help="folder for results")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the results already in --out and replace only the --only benchmarks "
+        "(each marked with its own command and date)",
+    )
     return parser.parse_args(argv)
 
 
@@ -163,14 +170,21 @@ def main(argv: list[str] | None = None) -> None:
     given = list(sys.argv[1:] if argv is None else argv)
     if "--out" in given[:-1] and Path(given[given.index("--out") + 1]).resolve() != ROOT / "bench":
         given[given.index("--out") + 1] = "<a folder>"  # no path of this machine in the results
-    command = "python bench/run.py " + shlex.join(given)
-    results: dict[str, Any] = {"command": command.strip(), "machine": machine.describe()}
+    command = ("python bench/run.py " + shlex.join(given)).strip()
+    results: dict[str, Any] = {"command": command, "machine": machine.describe()}
+    if args.merge:
+        earlier = args.out / "results.json"
+        if not earlier.exists():
+            raise SystemExit(f"--merge: no {earlier} to merge into; run without --merge first")
+        results = json.loads(earlier.read_text())
     for name in args.only:
         began, load_before = time.time(), machine.load()
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
         found = run_one(name, args)
         found["seconds"] = round(time.time() - began, 1)
         found["loadAverage"] = f"{load_before} at start; {machine.load()} at end"
+        if args.merge:
+            found["rerun"] = {"command": command, "date": machine.now()}
         results[name] = found
         print(f"[bench] {name} done in {found['seconds']} s", file=sys.stderr, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
