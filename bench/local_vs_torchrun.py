@@ -140,11 +140,15 @@ def drive(workdir: str, state: str, fail: bool, mode: str) -> int:
 
 def launch(kind: str, workdir: Path, fail: bool) -> subprocess.Popen[bytes]:
     """Start one launcher: torchrun alone, or the real ``dispatch run JOB.yaml`` (a fresh
-    state directory each time, no configuration file: the embedded local cluster)."""
+    state directory each time, no configuration file: the embedded local cluster); for
+    ``trivial``, this script's :func:`drive`."""
     env = {**os.environ, "BENCH_OUT": str(workdir), "BENCH_FAIL": "1" if fail else "0"}
     env["TMPDIR"] = str(workdir)
     if kind == "torchrun":
         argv = [torchrun(), "--standalone", "--nproc-per-node", "4", "trivial.py"]
+    elif kind == "trivial":  # the phases of dispatch's own work, timed from inside (drive)
+        state = str(workdir / "state")
+        argv = [sys.executable, __file__, "--drive", str(workdir), state, str(int(fail)), kind]
     else:
         command = (
             ["torchrun", "trivial.py"] if kind == "dispatch+torchrun" else ["python", "trivial.py"]
