@@ -48,6 +48,8 @@ def faults(jobs: int, lifetime: float, time_scale: float, quick: bool) -> list[d
                 "wrongState": found.get("wrongState"),
                 "trainJobs": found.get("trainJobs"),
                 "faultsInjected": sum(r.hits for r in fresh),
+                "kills": kills,
+                "killedAt": found.get("killedAt"),
                 "error": found.get("error"),
             }
         )

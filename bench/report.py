@@ -234,16 +234,25 @@ SIM_HEADER = [
 ]
 
 
+def _kills(killed_at: list[int] | None) -> str:
+    """``2 (at 17, 34)``: kills of a live supervisor and the TrainJobs created by then."""
+    if killed_at is None:
+        return "—"
+    if not killed_at:
+        return "0"
+    return f"{len(killed_at)} (at {', '.join(str(n) for n in killed_at)})"
+
+
 def _reliability(found: dict[str, Any]) -> list[str]:
     lines = _head("Reliability", found)
     lines += ["Simulator (real fold/next/records/supervisor, memory adapter, seeded faults):", ""]
     lines += _table(SIM_HEADER, [_sim_row(found["sim"])])
     lines += ["Emulator with injected faults (dispatch supervisor + Kubeflow adapter):", ""]
     lines += _table(
-        ["run", "jobs", "ended", "lost", "duplicated", "wrong final state", "TrainJobs", "faults injected", "error"],
+        ["run", "jobs", "ended", "lost", "duplicated", "wrong final state", "TrainJobs", "API faults injected", "supervisor kills (TrainJobs created at each)", "error"],
         [
             [r["run"], r["jobs"], r["ended"], r["lost"], r["duplicated"], r["wrongState"],
-             r["trainJobs"], r["faultsInjected"], r["error"]]
+             r["trainJobs"], r["faultsInjected"], _kills(r.get("killedAt")), r["error"]]
             for r in found["faults"]
         ],
     )  # fmt: skip

@@ -261,6 +261,7 @@ def run_dispatch(
         ]
         sampler = WatchSampler(emu)
         sampler.start()
+        killed_at: list[int] = []  # TrainJobs created when each kill landed on a live supervisor
         for kill in range(kills):
             (Path(tmp) / "plan.json").write_text(
                 json.dumps({**plan, "owner": f"bench-{kill}", "create": kill == 0})
@@ -270,6 +271,8 @@ def run_dispatch(
             until = time.time() + lifetime * 3
             while len(times.created) < wanted and time.time() < until:
                 time.sleep(0.02)
+            if process.poll() is None:
+                killed_at.append(len(times.created))
             process.kill()
             process.communicate()
         plan.update(owner=f"bench-{kills}", create=kills == 0)
@@ -283,6 +286,7 @@ def run_dispatch(
         reported = {j["trainJob"]: j["reportedAt"] for j in child["jobs"] if j["reportedAt"]}
         result = summarise("dispatch", jobs, times, reported, counts, sampler.peak, child)
         result["passes"] = child["passes"]
+        result["killedAt"] = killed_at
         result["lost"] = sum(1 for j in child["jobs"] if j["state"] not in ("succeeded", "failed"))
         trainjobs = emu.call(lambda: list(emu.cluster.store.objects(times.rtype)))
         per_job: dict[str, int] = {}

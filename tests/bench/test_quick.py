@@ -97,6 +97,7 @@ def test_reliability_has_no_violation_no_loss_no_crash(results: dict[str, Any]) 
         assert run["error"] is None, run
         assert (run["lost"], run["duplicated"], run["wrongState"]) == (0, 0, 0), run
         assert run["ended"] == run["jobs"]
+        assert len(run["killedAt"]) == run["kills"], run  # every kill hit a live supervisor
     assert reliability["fuzz"]["crashes"] == 0
     assert reliability["fuzz"]["specs"] > 0 and reliability["fuzz"]["runtimes"] > 0
 
