@@ -54,24 +54,26 @@ def _scale(found: dict[str, Any]) -> list[str]:
             "jobs live.",
             "",
         ]
-    if found.get("dispatchOnly"):
-        sizes = ", ".join(f"{n:,}" for n in found["dispatchOnly"])
+    sdk_at = {r["jobs"] for r in found["rows"] if r["tool"] == "sdk" and not r.get("longer")}
+    alone = [n for n in found.get("dispatchOnly") or [] if n not in sdk_at]
+    if alone:
+        sizes = ", ".join(f"{n:,}" for n in alone)
         lines += [
             f"N = {sizes}: dispatch alone. The SDK runs one polling thread per job; at "
             "N = 1,000 those threads already take the machine's CPU (see its detection times "
             "there), so a larger N would measure this machine, not the SDK.",
             "",
         ]
+    reruns = [r for r in found["rows"] if "rerun" in r]
     rows = []
     for r in found["rows"]:
+        tool = r["tool"] + (" †" if "rerun" in r else "")
         if "error" in r:
-            rows.append(
-                [r["tool"], r["jobs"], None, f"not finished: {r['error'][:120]}"] + [None] * 10
-            )
+            rows.append([tool, r["jobs"], None, f"not finished: {r['error'][:120]}"] + [None] * 10)
             continue
         rows.append(
             [
-                r["tool"],
+                tool,
                 r["jobs"],
                 r.get("meanLifetimeSeconds"),
                 f"{r['ended']}/{r['reported']}",
@@ -96,6 +98,13 @@ def _scale(found: dict[str, Any]) -> list[str]:
         ],
         rows,
     )  # fmt: skip
+    for r in reruns:
+        again = r["rerun"]
+        lines += [
+            f"† {_run_of(r)} was run again on its own, {again['date']}, in {again['seconds']} "
+            f"s (load average {again['loadAverage']}): `{again['command']}`.",
+            "",
+        ]
     lines += ["Requests by verb and resource:", ""]
     for r in found["rows"]:
         if "requestsByKind" in r:

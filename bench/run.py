@@ -4,6 +4,8 @@
     python bench/run.py --quick         # the smallest size of each (CI; a few minutes)
     python bench/run.py --only scale causes --scale-jobs 100 1000 --scale-dispatch-only
     python bench/run.py --only local --merge   # run one again, keep the others' results
+    python bench/run.py --only scale --merge --scale-tools sdk --scale-jobs 5000 \
+        --scale-dispatch-only --scale-longer     # one row of the scale table again
     python -m bench ...                 # the same
 
 Benchmarks (``--only`` names): ``scale`` (supervision at scale on the emulator, dispatch
@@ -84,7 +86,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--merge",
         action="store_true",
         help="keep the results already in --out and replace only the --only benchmarks "
-        "(each marked with its own command and date)",
+        "(each marked with its own command and date); for scale, only the rows run",
     )
     return parser.parse_args(argv)
 
@@ -165,6 +167,25 @@ def run_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
     raise ValueError(name)
 
 
+def _row_key(row: dict[str, Any]) -> tuple[bool, int, bool]:
+    """Rows of the scale section in order: main lifetime first, by N, dispatch before the SDK."""
+    return (bool(row.get("longer")), row["jobs"], row["tool"] != "dispatch")
+
+
+def merge_rows(earlier: dict[str, Any], found: dict[str, Any], command: str) -> dict[str, Any]:
+    """The scale section with this run's rows in place of the earlier rows of the same tool,
+    N and lifetime, each marked with its command, date, time and load; the others stay."""
+    rerun = {
+        "command": command,
+        "date": machine.now(),
+        "seconds": found["seconds"],
+        "loadAverage": found["loadAverage"],
+    }
+    new = {_row_key(r): {**r, "rerun": rerun} for r in found["rows"]}
+    rows = [new.pop(_row_key(r), r) for r in earlier["rows"]] + list(new.values())
+    return {**earlier, "rows": sorted(rows, key=_row_key)}
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     given = list(sys.argv[1:] if argv is None else argv)
@@ -183,7 +204,9 @@ def main(argv: list[str] | None = None) -> None:
         found = run_one(name, args)
         found["seconds"] = round(time.time() - began, 1)
         found["loadAverage"] = f"{load_before} at start; {machine.load()} at end"
-        if args.merge:
+        if args.merge and name == "scale" and "rows" in results.get(name, {}):
+            found = merge_rows(results[name], found, command)
+        elif args.merge:
             found["rerun"] = {"command": command, "date": machine.now()}
         results[name] = found
         print(f"[bench] {name} done in {found['seconds']} s", file=sys.stderr, flush=True)
