@@ -81,6 +81,10 @@ def _int(query: dict[str, str], name: str) -> int | None:
         raise errors.bad_request(f"invalid {name}: {value!r}") from exc
 
 
+#: connections waiting to be accepted (an API server's Go listener asks for the kernel's maximum)
+LISTEN_BACKLOG = 65535
+
+
 class ApiServer:
     def __init__(
         self,
@@ -116,7 +120,10 @@ class ApiServer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
-        site = web.SockSite(self._runner, sock)
+        # a deep accept queue (the kernel caps it at net.core.somaxconn): thousands of clients
+        # connecting at once must wait to be accepted, not be dropped half-open (the client
+        # then sees its connection established and waits for an answer that never comes)
+        site = web.SockSite(self._runner, sock, backlog=LISTEN_BACKLOG)
         await site.start()
         self.url = f"http://{host}:{sock.getsockname()[1]}"
         return self.url
