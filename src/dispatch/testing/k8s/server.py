@@ -121,8 +121,8 @@ class ApiServer:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         # a deep accept queue (the kernel caps it at net.core.somaxconn): thousands of clients
-        # connecting at once must wait to be accepted, not be dropped half-open (the client
-        # then sees its connection established and waits for an answer that never comes)
+        # connecting at once wait to be accepted; beyond the queue their handshakes are
+        # dropped, retried after 1, 3, 7... s, and fail with a timeout after about two minutes
         site = web.SockSite(self._runner, sock, backlog=LISTEN_BACKLOG)
         await site.start()
         self.url = f"http://{host}:{sock.getsockname()[1]}"
