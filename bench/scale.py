@@ -370,6 +370,8 @@ def run_sdk(jobs: int, lifetime: float, scale: float, deadline: float) -> dict[s
         for j in data["jobs"].values():
             key = j["said"].split(":")[0]
             said[key] = said.get(key, 0) + 1
+        if data.get("stuck"):
+            said["no answer"] = len(data["stuck"])
         result["said"] = said
         result["lost"] = jobs - len(reported)
         return result

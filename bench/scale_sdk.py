@@ -6,13 +6,16 @@ defaults (``polling_interval=2`` real seconds, ``timeout=600``, ``status={"Compl
     <sdk-venv>/bin/python bench/scale_sdk.py PLAN.json OUT.json
 
 PLAN: {"kubeconfig", "namespace", "names": [...]}. OUT: per TrainJob the time the call
-returned or raised (wall clock) and what it said; this process's CPU seconds and peak RSS.
+returned or raised (wall clock) and what it said; this process's CPU seconds and peak RSS;
+``stuck``, the TrainJobs whose call had not returned when none had for ``STUCK_AFTER``
+seconds (seen at N = 5,000: a few waiters blocked for good, using no CPU).
 Handshake: once every client is built this writes OUT.clients; the benchmark then creates
 the TrainJobs and writes OUT.go, and the waiters start. This file imports nothing of
 dispatch: the SDK venv does not have it.
 """
 
 import json
+import os
 import resource
 import sys
 import threading
@@ -24,6 +27,8 @@ from kubeflow.trainer import TrainerClient
 from peak_rss import peak_rss_mib  # a sibling: this file runs as a script
 
 clients = []
+#: seconds with waiters left and none of them returning, after which they are reported stuck
+STUCK_AFTER = 300.0
 
 
 def wait(config, name, out, ready):
@@ -59,8 +64,19 @@ def main():
         time.sleep(0.01)
     began = time.time()
     ready.set()
-    for thread in threads:
-        thread.join()
+    progress = Path(sys.argv[2] + ".progress")  # for whoever watches a long run
+    changed, last = time.time(), len(threads)
+    while waiting := sum(thread.is_alive() for thread in threads):
+        now = time.time()
+        if waiting != last:
+            changed, last = now, waiting
+        elif now - changed > STUCK_AFTER:
+            break  # these waiters use no CPU and will not return: say so, stop waiting
+        progress.write_text(f"{now - began:.0f} s: {waiting} waiters still waiting\n")
+        time.sleep(10)
+    stuck = sorted(
+        name for thread, name in zip(threads, plan["names"], strict=True) if thread.is_alive()
+    )
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result = {
         "began": began,
@@ -68,8 +84,12 @@ def main():
         "jobs": out,
         "cpuSeconds": usage.ru_utime + usage.ru_stime,
         "peakRssMiB": peak_rss_mib(usage),
+        "stuck": stuck,
     }
     Path(sys.argv[2]).write_text(json.dumps(result))
+    if stuck:  # the stuck waiters' client pools would keep the interpreter from exiting
+        sys.stdout.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
