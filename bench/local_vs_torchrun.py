@@ -330,12 +330,12 @@ def measure(repeat: int) -> dict[str, Any]:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     rows = []
+    torchrun_wall = statistics.median(samples["torchrun"]["wall"])
     for kind in KINDS:
         row: dict[str, Any] = {"launcher": kind, "runs": repeat}
         for figure, values in samples[kind].items():
             row[f"{figure}Median"] = statistics.median(values)
             row[f"{figure}Min"], row[f"{figure}Max"] = min(values), max(values)
-        torchrun_wall = statistics.median(samples["torchrun"]["wall"])
         row["wallOverhead"] = row["wallMedian"] / torchrun_wall - 1
         rows.append(row)
     return {"rows": rows}
