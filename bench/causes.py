@@ -2,7 +2,7 @@
 SDK would report for the same TrainJobs.
 
 * dispatch: ``dispatch diagnose FILE --output json`` (run in-process through the CLI), against
-  the expected state and cause of each dump (``tests/kubeflow_causes/test_dumps.py``, CASES).
+  the expected state and cause of each dump (``tests/kubeflow/causes/test_dumps.py``, CASES).
   A second column diagnoses the same dump with every ``Event`` removed (events expire after
   an hour on a real cluster): robustness to evidence deleted early.
 * noise: the number of failed pods in each dump. Where it is above one, peers crashed after
@@ -28,7 +28,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from dispatch.adapters.kubeflow.causes_dump import parse_dump
+from dispatch.adapters.kubeflow.causes.dump import parse_dump
 from dispatch.cli.main import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ def expected_cases() -> dict[str, tuple[str, str | None]]:
     import sys
 
     sys.path.insert(0, str(ROOT))
-    from tests.kubeflow_causes.test_dumps import CASES
+    from tests.kubeflow.causes.test_dumps import CASES
 
     return {name: (case.state, case.cause) for name, case in CASES.items()}
 

@@ -7,7 +7,7 @@ Events, Workload, Nodes). With ``--output json`` it prints one object ``{"trainJ
 Exit 0 when diagnosed (whatever the cause), 2 when the input is unreadable or holds no
 TrainJob (or several, and ``--trainjob`` names none of them).
 
-The cause function is the one the supervisor uses (``adapters/kubeflow/causes.py``). A dump
+The cause function is the one the supervisor uses (``adapters/kubeflow/causes/decide.py``). A dump
 has no "now": waits are measured up to the latest time the dump mentions, unless ``--now``.
 """
 
@@ -23,7 +23,7 @@ from dispatch.cli.common import EXIT_OK, EXIT_USAGE, emit_json, fail, output_opt
 from dispatch.model.units import parse_duration
 
 if TYPE_CHECKING:
-    from dispatch.adapters.kubeflow.causes import Diagnosis
+    from dispatch.adapters.kubeflow.causes.decide import Diagnosis
 
 
 def _print_text(diagnosis: Diagnosis) -> None:
@@ -63,9 +63,9 @@ def command(
     Exit 0 when diagnosed (any cause), 2 when the input is unreadable or holds no TrainJob.
     """
     # adapters are imported when used, never by `dispatch --help` (see adapters/registry.py)
-    from dispatch.adapters.kubeflow.causes import Inputs, diagnose
-    from dispatch.adapters.kubeflow.causes_dump import parse_dump
-    from dispatch.adapters.kubeflow.causes_evidence import EvidenceSet, parse_time
+    from dispatch.adapters.kubeflow.causes.decide import Inputs, diagnose
+    from dispatch.adapters.kubeflow.causes.dump import parse_dump
+    from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet, parse_time
 
     try:
         seconds = parse_duration(patience)

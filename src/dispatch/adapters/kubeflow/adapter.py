@@ -9,15 +9,15 @@ Differences from the SPI's general guarantees (``dispatch.adapters.base``):
 * ``start(job, attempt, held=False)`` adopts the attempt's TrainJob when it exists (even if
   the job would be refused now); otherwise it plans, creates the runtime copy, then the
   TrainJob (suspended when ``held``), then makes the copy owned by the TrainJob; see
-  ``submit.py`` for adoption and clean-up. ``plan`` takes the same ``held``.
+  ``api/submit.py`` for adoption and clean-up. ``plan`` takes the same ``held``.
 * ``cancel`` writes ``dispatch.dev/cancelled-by`` / ``dispatch.dev/cancel-reason`` on the
   TrainJob, then deletes it with *foreground* propagation: the TrainJob (annotated, so read as
   cancelled) stays visible until its JobSet and pods are gone, and takes the runtime copy with
   it. An attempt that already ended is left as it is.
-* ``watch`` follows every attempt over one stream per object kind (``capture.py``,
-  ``kinds.py``) and derives outcomes with the cause function over all evidence kept per
-  attempt (``verdict.py``, design note 0006); each observation carries the new evidence.
-  ``observe`` reads one attempt's objects once (``snapshot.py``) and adds what
+* ``watch`` follows every attempt over one stream per object kind (``live/capture.py``,
+  ``api/kinds.py``) and derives outcomes with the cause function over all evidence kept per
+  attempt (``live/verdict.py``, design note 0006); each observation carries the new evidence.
+  ``observe`` reads one attempt's objects once (``live/snapshot.py``) and adds what
   ``seed_evidence`` handed back from the records store.
 * ``watch`` also *retires* TrainJobs that must not run again: one whose attempt ended but
   that could still run (evicted by Kueue after a rank started, ended by dispatch) or that ran
@@ -36,10 +36,8 @@ from dataclasses import replace
 from typing import Any
 
 from dispatch.adapters.base import AdapterContext
-from dispatch.adapters.kubeflow import submit
-from dispatch.adapters.kubeflow.attribution import TrainJobRef
-from dispatch.adapters.kubeflow.capture import Capture, Sleep
-from dispatch.adapters.kubeflow.client import (
+from dispatch.adapters.kubeflow.api import submit
+from dispatch.adapters.kubeflow.api.client import (
     RUNTIMES,
     TRAINJOBS,
     Connection,
@@ -47,21 +45,23 @@ from dispatch.adapters.kubeflow.client import (
     context_namespace,
     kubeconfig_path,
 )
-from dispatch.adapters.kubeflow.errors import ApiRejected
-from dispatch.adapters.kubeflow.names import trainjob_name
-from dispatch.adapters.kubeflow.plan import NO_RUNTIME, plan_objects, runtime_verdict
-from dispatch.adapters.kubeflow.probe import ClusterFacts, answers, probe, refusals
-from dispatch.adapters.kubeflow.rules import RuntimeVerdict, check_runtime
-from dispatch.adapters.kubeflow.settings import KubeflowSettings, parse_settings
-from dispatch.adapters.kubeflow.snapshot import merged, snapshot
-from dispatch.adapters.kubeflow.states import (
+from dispatch.adapters.kubeflow.api.errors import ApiRejected
+from dispatch.adapters.kubeflow.api.probe import ClusterFacts, answers, probe, refusals
+from dispatch.adapters.kubeflow.build.names import trainjob_name
+from dispatch.adapters.kubeflow.build.plan import NO_RUNTIME, plan_objects, runtime_verdict
+from dispatch.adapters.kubeflow.build.rules import RuntimeVerdict, check_runtime
+from dispatch.adapters.kubeflow.build.settings import KubeflowSettings, parse_settings
+from dispatch.adapters.kubeflow.causes.coarse import (
     ANNOTATION_CANCEL_REASON,
     ANNOTATION_CANCELLED_BY,
     ANNOTATION_RETIRED,
     trainjob_outcome,
 )
-from dispatch.adapters.kubeflow.verdict import DEFAULT_SETTLE, Verdicts
-from dispatch.adapters.kubeflow.watching import watch_attempts
+from dispatch.adapters.kubeflow.live.attribution import TrainJobRef
+from dispatch.adapters.kubeflow.live.capture import Capture, Sleep
+from dispatch.adapters.kubeflow.live.snapshot import merged, snapshot
+from dispatch.adapters.kubeflow.live.verdict import DEFAULT_SETTLE, Verdicts
+from dispatch.adapters.kubeflow.live.watching import watch_attempts
 from dispatch.config import ClusterConfig
 from dispatch.model import (
     AttemptHandle,

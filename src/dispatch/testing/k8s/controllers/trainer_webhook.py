@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dispatch.adapters.kubeflow.render import (
+from dispatch.adapters.kubeflow.build.jobset import (
     ANCESTOR_LABEL,
     DATASET_INITIALIZER,
     MODEL_INITIALIZER,

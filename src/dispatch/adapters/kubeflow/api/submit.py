@@ -1,0 +1,191 @@
+"""Creating an attempt's two objects, adopting what exists, and cleaning up on refusal.
+
+``create_attempt(session, plan, job, attempt, namespace)`` carries out an accepted plan
+(spec/kubeflow-adapter.md, section 2):
+
+1. create the runtime copy (a ``TrainingRuntime`` named like the TrainJob);
+2. create the TrainJob running on it;
+3. make the copy owned by the TrainJob, so deleting the TrainJob removes the copy.
+
+An ``AlreadyExists`` on either object is resolved by reading it: it is adopted when its labels
+name the same job and attempt, otherwise the attempt is refused (rule ``name-taken``), naming
+the object. A permanent failure of step 2 (the API server rejects the TrainJob, the name is
+taken, the credentials may not) removes a copy that no TrainJob owns yet, so nothing of the
+attempt is left when ``Unsupported`` (or ``Forbidden``) is raised. A transient failure leaves
+the copy: the effect is unknown, and the repeated ``start`` the caller owes adopts it.
+
+``adopt_existing`` runs before planning: a TrainJob that already exists for the attempt is
+adopted even if the job would be refused now (its runtime was edited since), because ``start``
+never refuses an attempt that exists. ``discard_copy`` removes this attempt's unowned copy
+when planning refuses the attempt, so a refusal leaves nothing behind.
+
+Before Trainer 2.2 the TrainJob CRD has no ``runtimePatches``; an API server prunes unknown
+fields silently, so a created TrainJob without them is deleted with its copy and refused
+(rule ``trainer-version``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dispatch.adapters.kubeflow.api.client import TRAINING_RUNTIMES, TRAINJOBS, Resource, Session
+from dispatch.adapters.kubeflow.api.errors import AlreadyExists, ApiRejected, Conflict
+from dispatch.adapters.kubeflow.api.probe import TRAINER_TOO_OLD
+from dispatch.adapters.kubeflow.build.trainjob import (
+    LABEL_ATTEMPT,
+    LABEL_JOB,
+    identity_labels,
+    owner_reference_patch,
+)
+from dispatch.adapters.kubeflow.objects import dig
+from dispatch.model import Forbidden, Job, Plan, Reason, Unsupported
+
+NAME_TAKEN = "name-taken"
+API_REJECTED = "api-rejected"
+#: TrainJob spec fields an older Trainer CRD would prune
+_PRUNABLE = ("runtimePatches", "activeDeadlineSeconds")
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """What ``create_attempt`` left on the cluster."""
+
+    name: str
+    uid: str
+    adopted: bool
+    copy_owned: bool
+
+
+def _owned_by_attempt(obj: Mapping[str, Any], job: Job, attempt: int) -> bool:
+    labels = dig(obj, "metadata", "labels")
+    if not isinstance(labels, Mapping):
+        return False
+    wanted = identity_labels(job.id, attempt)
+    return all(labels.get(key) == wanted[key] for key in (LABEL_JOB, LABEL_ATTEMPT))
+
+
+async def _create_or_adopt(
+    session: Session,
+    res: Resource,
+    body: Mapping[str, Any],
+    job: Job,
+    attempt: int,
+    namespace: str,
+    cluster: str,
+) -> tuple[dict[str, Any], bool]:
+    """The object, created, or adopted when it exists for this attempt; (object, adopted)."""
+    name = str(body["metadata"]["name"])
+    try:
+        return await session.create(res, body, namespace), False
+    except AlreadyExists:
+        pass
+    existing = await session.get(res, name, namespace)
+    if existing is None:
+        raise Conflict(f"{res.describe(name, namespace)} was deleted while being adopted")
+    if _owned_by_attempt(existing, job, attempt):
+        return existing, True
+    labels = dig(existing, "metadata", "labels") or {}
+    owner = ", ".join(f"{k}={labels[k]}" for k in (LABEL_JOB, LABEL_ATTEMPT) if k in labels)
+    raise Unsupported(
+        [
+            Reason(
+                NAME_TAKEN,
+                f"{res.describe(name, namespace)} already exists and is not attempt {attempt} "
+                f"of job {job.id} (its dispatch labels: {owner or 'none'}); delete it or "
+                "submit the job again under a new id",
+            )
+        ],
+        cluster=cluster,
+    )
+
+
+async def _remove_unowned_copy(session: Session, copy: Mapping[str, Any], namespace: str) -> None:
+    if not dig(copy, "metadata", "ownerReferences"):
+        name = str(dig(copy, "metadata", "name"))
+        await session.delete(TRAINING_RUNTIMES, name, namespace, propagation="Background")
+
+
+def _pruned(sent: Mapping[str, Any], stored: Mapping[str, Any]) -> list[str]:
+    spec, kept = sent.get("spec") or {}, stored.get("spec") or {}
+    return [field for field in _PRUNABLE if field in spec and field not in kept]
+
+
+async def _own_copy(
+    session: Session, copy: Mapping[str, Any], name: str, uid: str, namespace: str
+) -> bool:
+    """Make the copy owned by the TrainJob ``uid``; False when the server refuses for good."""
+    owners = dig(copy, "metadata", "ownerReferences") or []
+    if any(isinstance(o, Mapping) and o.get("uid") == uid for o in owners):
+        return True
+    try:
+        await session.merge_patch(
+            TRAINING_RUNTIMES, name, owner_reference_patch(name, uid), namespace
+        )
+    except (ApiRejected, Forbidden):
+        return False  # the TrainJob runs; only the clean-up of the copy is lost
+    return True
+
+
+async def adopt_existing(
+    session: Session, name: str, job: Job, attempt: int, namespace: str
+) -> Created | None:
+    """The attempt's TrainJob when it already exists (its copy made owned), else None."""
+    trainjob = await session.get(TRAINJOBS, name, namespace)
+    if trainjob is None or not _owned_by_attempt(trainjob, job, attempt):
+        return None
+    uid = str(trainjob["metadata"]["uid"])
+    copy = await session.get(TRAINING_RUNTIMES, name, namespace)
+    owned = False
+    if copy is not None and _owned_by_attempt(copy, job, attempt):
+        owned = await _own_copy(session, copy, name, uid, namespace)
+    return Created(name=name, uid=uid, adopted=True, copy_owned=owned)
+
+
+async def discard_copy(session: Session, name: str, job: Job, attempt: int, namespace: str) -> None:
+    """Remove this attempt's runtime copy if one exists that no TrainJob owns."""
+    copy = await session.get(TRAINING_RUNTIMES, name, namespace)
+    if copy is not None and _owned_by_attempt(copy, job, attempt):
+        await _remove_unowned_copy(session, copy, namespace)
+
+
+async def create_attempt(
+    session: Session, plan: Plan, job: Job, attempt: int, namespace: str, *, cluster: str
+) -> Created:
+    """Create (or adopt) the accepted ``plan``'s runtime copy and TrainJob; see the module."""
+    by_kind = {a.kind: a.content for a in plan.artifacts}
+    copy_body, trainjob_body = by_kind["TrainingRuntime"], by_kind["TrainJob"]
+    if not isinstance(copy_body, Mapping) or not isinstance(trainjob_body, Mapping):
+        raise TypeError("a Kubeflow plan's artifacts are manifests")
+    copy, _ = await _create_or_adopt(
+        session, TRAINING_RUNTIMES, copy_body, job, attempt, namespace, cluster
+    )
+    try:
+        trainjob, adopted = await _create_or_adopt(
+            session, TRAINJOBS, trainjob_body, job, attempt, namespace, cluster
+        )
+    except ApiRejected as exc:
+        await _remove_unowned_copy(session, copy, namespace)
+        raise Unsupported([Reason(API_REJECTED, str(exc))], cluster=cluster) from None
+    except (Unsupported, Forbidden):
+        await _remove_unowned_copy(session, copy, namespace)
+        raise
+    name = str(trainjob["metadata"]["name"])
+    uid = str(trainjob["metadata"]["uid"])
+    pruned = [] if adopted else _pruned(trainjob_body, trainjob)
+    if pruned:
+        await session.delete(TRAINJOBS, name, namespace, propagation="Foreground")
+        await _remove_unowned_copy(session, copy, namespace)
+        raise Unsupported(
+            [
+                Reason(
+                    TRAINER_TOO_OLD,
+                    f"the API server dropped spec.{' and spec.'.join(pruned)} from TrainJob "
+                    f"{namespace}/{name}: the cluster's Trainer is older than 2.2; upgrade it",
+                )
+            ],
+            cluster=cluster,
+        )
+    owned = await _own_copy(session, copy, name, uid, namespace)
+    return Created(name=name, uid=uid, adopted=adopted, copy_owned=owned)

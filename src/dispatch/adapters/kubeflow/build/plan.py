@@ -1,0 +1,105 @@
+"""Planning an attempt on a Kubeflow cluster, as a pure function over values.
+
+``plan_objects(job, attempt, runtime_raw, settings)`` is the dry run of ``start``: the runtime
+rules, the job checks, the ProcsPerNode answer, the weakened identity, and (when nothing is
+refused) the exact runtime copy and TrainJob ``start`` would create. The adapter reads the
+runtime from the cluster and calls this; ``dispatch plan`` prints the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dispatch.adapters.kubeflow.build.jobchecks import check_job
+from dispatch.adapters.kubeflow.build.names import trainjob_name
+from dispatch.adapters.kubeflow.build.rules import NOT_FOUND, RuntimeVerdict, check_runtime
+from dispatch.adapters.kubeflow.build.settings import KubeflowSettings
+from dispatch.adapters.kubeflow.build.trainjob import (
+    MIN_TRAINER_VERSION,
+    object_annotations,
+    object_labels,
+    runtime_copy,
+    trainjob_manifest,
+)
+from dispatch.model import Artifact, CapabilityReport, Job, JobSpec, Plan, Reason
+
+ADAPTER = "kubeflow"
+NO_RUNTIME = Reason(
+    NOT_FOUND,
+    "the job names no runtime; a Kubeflow cluster needs "
+    "runtime: {kind: ClusterTrainingRuntime, name: ...} in the job spec",
+)
+
+
+def runtime_verdict(spec: JobSpec, runtime_raw: Any, settings: KubeflowSettings) -> RuntimeVerdict:
+    """The runtime rules for the runtime ``spec`` names (``runtime_raw`` None: not found)."""
+    kind = spec.runtime.kind.value if spec.runtime else None
+    name = spec.runtime.name if spec.runtime else None
+    return check_runtime(runtime_raw, settings, kind=kind, name=name)
+
+
+def weakened_identity(spec: JobSpec, runtime_raw: Any, settings: KubeflowSettings) -> str | None:
+    """``IdentityWeakener`` over values: why ranks of ``spec`` may rerun in one attempt here."""
+    return runtime_verdict(spec, runtime_raw, settings).weakened_identity
+
+
+def plan_objects(
+    job: Job,
+    attempt: int,
+    runtime_raw: Mapping[str, Any] | None,
+    settings: KubeflowSettings,
+    *,
+    held: bool = False,
+) -> Plan:
+    """The plan of ``attempt`` of ``job``: every refusal, and the objects when there is none.
+
+    Guarantees: pure and deterministic; creates nothing; a refused plan carries every reason
+    (runtime rules, then job checks) and no objects.
+    """
+    spec = job.spec
+    verdict = runtime_verdict(spec, runtime_raw, settings)
+    name = trainjob_name(job.id, attempt)
+    refusals = list(verdict.reasons) if spec.runtime is not None else [NO_RUNTIME]
+    if spec.runtime is not None:
+        refusals += check_job(spec, verdict, name)
+    identity = job.identity(attempt, weakened=verdict.weakened_identity)
+    report = CapabilityReport(
+        cluster=spec.cluster,
+        adapter=ADAPTER,
+        answers=(verdict.procs_per_node,),
+        refusals=tuple(refusals),
+        weakened_identity=verdict.weakened_identity,
+    )
+    artifacts: tuple[Artifact, ...] = ()
+    if not refusals and runtime_raw is not None:
+        namespace = settings.effective_namespace
+        labels = object_labels(identity, spec.queue or settings.queue)
+        annotations = object_annotations(spec, verdict, verdict.weakened_identity)
+        copy = runtime_copy(
+            runtime_raw, name=name, namespace=namespace, labels=labels, annotations=annotations
+        )
+        trainjob = trainjob_manifest(
+            spec,
+            identity,
+            verdict,
+            settings,
+            name=name,
+            namespace=namespace,
+            labels=labels,
+            annotations=annotations,
+            held=held,
+        )
+        artifacts = (
+            Artifact(kind="TrainingRuntime", name=name, content=copy),
+            Artifact(kind="TrainJob", name=name, content=trainjob),
+        )
+    version = ".".join(str(part) for part in MIN_TRAINER_VERSION)
+    notes = (f"the TrainJob uses runtimePatches and needs Kubeflow Trainer >= {version}",)
+    return Plan(
+        identity=identity,
+        adapter=ADAPTER,
+        capabilities=report,
+        artifacts=artifacts,
+        notes=notes if artifacts else (),
+    )

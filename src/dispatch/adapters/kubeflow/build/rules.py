@@ -1,0 +1,437 @@
+"""The runtime rules (spec/kubeflow-adapter.md, section 1) as one pure function.
+
+``check_runtime(raw, settings)`` evaluates *every* rule over a raw runtime object (a dict as
+the API or a YAML file gives it) and the cluster's settings and returns a ``RuntimeVerdict``:
+every reason found (never only the first), the ProcsPerNode capability answer, and the
+weakened-identity reason when ``allowRankRestart`` waives the ``rank-restart`` rule.
+
+Guarantees: no I/O; deterministic; never raises on any input (a malformed shape is a reason
+under the rule that reads it); reasons come in the order of ``RULES``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dispatch.adapters.kubeflow.build.settings import KubeflowSettings, PublishVia
+from dispatch.adapters.kubeflow.objects import (
+    ANCESTOR_LABEL,
+    NODE_CONTAINER,
+    TRAINER_STEP,
+    ReplicatedJob,
+    as_list,
+    dig,
+    is_int,
+    ml_policies,
+    names_of,
+    replicated_jobs,
+    runtime_identity,
+    show,
+)
+from dispatch.model import Capability, Reason
+
+ALLOW_LIST = "allow-list"
+NOT_FOUND = "not-found"
+ML_POLICY = "ml-policy"
+REPLICATED_JOBS = "replicated-jobs"
+RESTART_POLICY = "restart-policy"
+BACKOFF_LIMIT = "backoff-limit"
+RANK_RESTART = "rank-restart"
+POD_FAILURE_ACTION = "pod-failure-action"
+NODE_CONTAINER_RULE = "node-container"
+PUBLISH_INIT_CONTAINER = "publish-init-container"
+JOBSET_FAILURE_POLICY = "jobset-failure-policy"
+
+#: every runtime rule id, in the order reasons are reported
+RULES = (
+    ALLOW_LIST,
+    NOT_FOUND,
+    ML_POLICY,
+    REPLICATED_JOBS,
+    RESTART_POLICY,
+    BACKOFF_LIMIT,
+    RANK_RESTART,
+    POD_FAILURE_ACTION,
+    NODE_CONTAINER_RULE,
+    PUBLISH_INIT_CONTAINER,
+    JOBSET_FAILURE_POLICY,
+)
+
+PROCS_PER_NODE = "ProcsPerNode"
+#: podFailurePolicy actions the adapter understands (batch/v1)
+POD_FAILURE_ACTIONS = ("FailJob", "FailIndex", "Count", "Ignore")
+#: ML policies dispatch runs; a runtime naming none of them is a plain runtime
+SUPPORTED_POLICIES = ("torch",)
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeVerdict:
+    """What the runtime rules say about one runtime under one cluster's settings."""
+
+    kind: str
+    name: str
+    reasons: tuple[Reason, ...]
+    procs_per_node: Capability
+    weakened_identity: str | None
+    #: True when the runtime has ``mlPolicy.torch`` (Trainer's torch plugin applies)
+    torch: bool
+    #: the runtime's replicated jobs as read (empty when not found or unreadable)
+    jobs: tuple[ReplicatedJob, ...]
+    #: False when the runtime does not exist (rule ``not-found``)
+    found: bool = True
+
+    @property
+    def accepted(self) -> bool:
+        return not self.reasons
+
+    @property
+    def trainer_job(self) -> ReplicatedJob | None:
+        """The one trainer job, when there is exactly one."""
+        trainers = [job for job in self.jobs if job.is_trainer]
+        return trainers[0] if len(trainers) == 1 else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The object ``dispatch check-runtime --output json`` prints (spec section 4)."""
+        return {
+            "runtime": {"kind": self.kind, "name": self.name},
+            "accepted": self.accepted,
+            "reasons": [{"rule": r.rule, "message": r.message} for r in self.reasons],
+            "weakenedIdentity": self.weakened_identity,
+            "capabilities": {PROCS_PER_NODE: self.procs_per_node.to_json()},
+        }
+
+
+def weakened_identity_text(*, ignore_rule: bool, per_index: bool) -> str | None:
+    """The exact weakened-identity reason for what the trainer job states, or None."""
+    found = [
+        text
+        for text, present in (
+            ("a podFailurePolicy Ignore rule", ignore_rule),
+            ("backoffLimitPerIndex", per_index),
+        )
+        if present
+    ]
+    if not found:
+        return None
+    return (
+        f"allowRankRestart: the runtime's trainer job states {' and '.join(found)}, so a failed "
+        "rank can rerun under the same DISPATCH_ATTEMPT and one execution can contain a "
+        "restarted rank"
+    )
+
+
+def check_runtime(
+    raw: Any,
+    settings: KubeflowSettings,
+    *,
+    kind: str | None = None,
+    name: str | None = None,
+) -> RuntimeVerdict:
+    """Evaluate every runtime rule. ``raw`` None means the runtime does not exist.
+
+    ``kind`` and ``name`` identify the runtime when the caller knows them (the job's
+    ``runtime`` reference); otherwise they are read from the object.
+    """
+    read_kind, read_name = runtime_identity(raw)
+    kind = kind or read_kind or "ClusterTrainingRuntime"
+    name = name or read_name
+    label = f"{kind} {name!r}"
+    reasons: list[Reason] = []
+    if not settings.allows(kind, name):
+        listed = ", ".join(settings.runtimes or ())
+        reasons.append(
+            Reason(
+                ALLOW_LIST,
+                f"{label} is not in the cluster's runtimes allow-list ({listed}); "
+                "use a listed runtime or add it to `runtimes` in the cluster configuration",
+            )
+        )
+    if raw is None:
+        reasons.append(Reason(NOT_FOUND, f"{label} does not exist on the cluster"))
+        answer = Capability(PROCS_PER_NODE, False, f"{label} does not exist")
+        return RuntimeVerdict(kind, name, tuple(reasons), answer, None, False, (), found=False)
+    policies = ml_policies(raw)
+    torch = policies is not None and "torch" in policies
+    reasons += _ml_policy(policies, raw)
+    read = replicated_jobs(raw)
+    reasons += _replicated_jobs(read)
+    jobs = read or []
+    ignore_rule = per_index = False
+    for job in (j for j in jobs if j.is_trainer):
+        reasons += _restart_policy(job)
+        reasons += _backoff_limit(job)
+        found_ignore, found_per_index, found = _rank_restart(job)
+        ignore_rule, per_index = ignore_rule or found_ignore, per_index or found_per_index
+        if not settings.allow_rank_restart:
+            reasons += found
+        reasons += _pod_failure_actions(job)
+        reasons += _node_container(job)
+        reasons += _publish_init_container(job, settings)
+    reasons += _jobset_failure_policy(dig(raw, "spec", "template", "spec", "failurePolicy"))
+    weakened = (
+        weakened_identity_text(ignore_rule=ignore_rule, per_index=per_index)
+        if settings.allow_rank_restart
+        else None
+    )
+    ordered = sorted(reasons, key=lambda r: RULES.index(r.rule))
+    return RuntimeVerdict(
+        kind, name, tuple(ordered), _procs_per_node(label, policies), weakened, torch, tuple(jobs)
+    )
+
+
+def _procs_per_node(label: str, policies: list[str] | None) -> Capability:
+    if policies is None:
+        return Capability(PROCS_PER_NODE, False, f"{label} has an unreadable mlPolicy")
+    if "torch" in policies:
+        return Capability(
+            PROCS_PER_NODE,
+            True,
+            f"{label} has mlPolicy.torch: Trainer passes numProcPerNode to torchrun",
+        )
+    if not policies:
+        return Capability(
+            PROCS_PER_NODE,
+            False,
+            f"{label} has no ML policy (a plain runtime), so Trainer would ignore "
+            "numProcPerNode; use a runtime with mlPolicy.torch",
+        )
+    return Capability(
+        PROCS_PER_NODE, False, f"{label} has mlPolicy {', '.join(policies)}, not torch"
+    )
+
+
+def _ml_policy(policies: list[str] | None, raw: Any) -> list[Reason]:
+    if policies is None:
+        return [
+            Reason(
+                ML_POLICY, f"mlPolicy is not a mapping (got {show(dig(raw, 'spec', 'mlPolicy'))})"
+            )
+        ]
+    reasons = [
+        Reason(
+            ML_POLICY,
+            f"mlPolicy names {policy}: only plain runtimes (no policy, or only numNodes) and "
+            "torch runtimes are supported",
+        )
+        for policy in policies
+        if policy not in SUPPORTED_POLICIES
+    ]
+    torch = dig(raw, "spec", "mlPolicy", "torch")
+    if torch is not None and not isinstance(torch, Mapping):
+        reasons.append(Reason(ML_POLICY, f"mlPolicy.torch is not a mapping (got {show(torch)})"))
+    return reasons
+
+
+def _replicated_jobs(jobs: list[ReplicatedJob] | None) -> list[Reason]:
+    wanted = f"exactly one replicated job, labelled {ANCESTOR_LABEL}: {TRAINER_STEP}"
+    if not jobs:
+        return [
+            Reason(
+                REPLICATED_JOBS,
+                f"spec.template.spec.replicatedJobs is missing or empty; the runtime needs {wanted}",
+            )
+        ]
+    reasons: list[Reason] = []
+    trainers = [job for job in jobs if job.is_trainer]
+    if not trainers:
+        reasons.append(
+            Reason(
+                REPLICATED_JOBS,
+                f"no replicated job is the trainer job (none has {ANCESTOR_LABEL}: {TRAINER_STEP} "
+                "in replicatedJobs[].template.metadata.labels)",
+            )
+        )
+    elif len(trainers) > 1:
+        names = ", ".join(repr(job.name) for job in trainers)
+        reasons.append(
+            Reason(
+                REPLICATED_JOBS,
+                f"{len(trainers)} replicated jobs are trainer jobs ({names}); {wanted}",
+            )
+        )
+    for job in jobs:
+        if job.is_trainer:
+            continue
+        if not isinstance(job.raw, Mapping):
+            what = f"is not a mapping (got {show(job.raw)})"
+        elif job.step is not None:
+            what = f"is the {job.step!r} step"
+        else:
+            what = "is not the trainer job"
+        reasons.append(
+            Reason(
+                REPLICATED_JOBS,
+                f"replicated job {job.name!r} {what}; only the trainer job is supported "
+                "(initializers, launchers and other steps were never exercised)",
+            )
+        )
+    return reasons
+
+
+def _restart_policy(job: ReplicatedJob) -> list[Reason]:
+    policy = dig(job.pod_spec, "restartPolicy")
+    if policy == "Never":
+        return []
+    found = (
+        "does not state restartPolicy (JobSet defaults it to OnFailure)"
+        if policy is None
+        else f"states restartPolicy {show(policy)}"
+    )
+    return [
+        Reason(
+            RESTART_POLICY,
+            f"the trainer job {job.name!r} {found}; its pod template must state "
+            "restartPolicy: Never, because a kubelet restarting a container in place is "
+            "neither a new attempt nor a job failure",
+        )
+    ]
+
+
+def _backoff_limit(job: ReplicatedJob) -> list[Reason]:
+    limit = dig(job.job_spec, "backoffLimit")
+    if is_int(limit) and limit == 0:
+        return []
+    found = (
+        "does not state backoffLimit (the Job default is 6)"
+        if limit is None
+        else f"states backoffLimit {show(limit)}"
+    )
+    return [
+        Reason(
+            BACKOFF_LIMIT,
+            f"the trainer job {job.name!r} {found}; it must state backoffLimit: 0, because "
+            "a higher limit lets the Job replace a failed rank's pod inside one execution",
+        )
+    ]
+
+
+def _failure_rules(job: ReplicatedJob) -> list[Any] | None:
+    """The trainer job's podFailurePolicy rules; None when the policy is unreadable."""
+    policy = dig(job.job_spec, "podFailurePolicy")
+    if policy is None:
+        return []
+    return as_list(dig(policy, "rules")) if isinstance(policy, Mapping) else None
+
+
+def _rank_restart(job: ReplicatedJob) -> tuple[bool, bool, list[Reason]]:
+    """(states an Ignore rule, states backoffLimitPerIndex, the reasons when not waived)."""
+    waiver = "set allowRankRestart: true in the cluster configuration to accept it, at the cost of a weaker identity"
+    reasons: list[Reason] = []
+    ignores = [
+        index
+        for index, rule in enumerate(_failure_rules(job) or [])
+        if dig(rule, "action") == "Ignore"
+    ]
+    if ignores:
+        where = ", ".join(f"rules[{i}]" for i in ignores)
+        reasons.append(
+            Reason(
+                RANK_RESTART,
+                f"the trainer job {job.name!r} has a podFailurePolicy rule with action Ignore "
+                f"({where}), which lets the Job replace a failed pod without failing; {waiver}",
+            )
+        )
+    per_index = dig(job.job_spec, "backoffLimitPerIndex") is not None
+    if per_index:
+        reasons.append(
+            Reason(
+                RANK_RESTART,
+                f"the trainer job {job.name!r} states backoffLimitPerIndex, which lets the Job "
+                f"rerun a failed index without failing; {waiver}",
+            )
+        )
+    return bool(ignores), per_index, reasons
+
+
+def _pod_failure_actions(job: ReplicatedJob) -> list[Reason]:
+    rules = _failure_rules(job)
+    if rules is None:
+        policy = dig(job.job_spec, "podFailurePolicy")
+        return [
+            Reason(
+                POD_FAILURE_ACTION,
+                f"the trainer job {job.name!r} has a podFailurePolicy without a list of rules "
+                f"(got {show(policy)})",
+            )
+        ]
+    known = ", ".join(POD_FAILURE_ACTIONS)
+    return [
+        Reason(
+            POD_FAILURE_ACTION,
+            f"the trainer job {job.name!r} podFailurePolicy rules[{index}] has action "
+            f"{show(dig(rule, 'action'))}, which the adapter does not understand (known: {known})",
+        )
+        for index, rule in enumerate(rules)
+        if dig(rule, "action") not in POD_FAILURE_ACTIONS
+    ]
+
+
+def _node_container(job: ReplicatedJob) -> list[Reason]:
+    names = names_of(dig(job.pod_spec, "containers"))
+    if NODE_CONTAINER in names:
+        return []
+    found = f"its containers are {', '.join(names)}" if names else "it has no named containers"
+    return [
+        Reason(
+            NODE_CONTAINER_RULE,
+            f"the trainer job {job.name!r} has no container named {NODE_CONTAINER!r} ({found}); "
+            "Trainer applies image, command and env to it and dispatch's runtime patch names it",
+        )
+    ]
+
+
+def _publish_init_container(job: ReplicatedJob, settings: KubeflowSettings) -> list[Reason]:
+    if settings.publish_via is not PublishVia.INIT_CONTAINER or settings.init_container is None:
+        return []
+    names = names_of(dig(job.pod_spec, "initContainers"))
+    if settings.init_container in names:
+        return []
+    found = f"its init containers are {', '.join(names)}" if names else "it has no init containers"
+    return [
+        Reason(
+            PUBLISH_INIT_CONTAINER,
+            f"the cluster publishes the identity through the init container "
+            f"{settings.init_container!r} (publish.via: initContainer), but the trainer job "
+            f"{job.name!r} has no such init container ({found}); Trainer would accept the patch "
+            "and the job would hold quota with no pods",
+        )
+    ]
+
+
+def _jobset_failure_policy(policy: Any) -> list[Reason]:
+    if policy is None:
+        return []
+    if not isinstance(policy, Mapping):
+        return [
+            Reason(JOBSET_FAILURE_POLICY, f"failurePolicy is not a mapping (got {show(policy)})")
+        ]
+    reasons: list[Reason] = []
+    restarts = policy.get("maxRestarts")
+    if restarts is not None and not (is_int(restarts) and restarts == 0):
+        reasons.append(
+            Reason(
+                JOBSET_FAILURE_POLICY,
+                f"the JobSet failurePolicy states maxRestarts {show(restarts)}; it must be 0 or "
+                "unset, because dispatch restarts nothing natively (a restart the plan never "
+                "chose is unplanned recovery)",
+            )
+        )
+    rules = policy.get("rules")
+    items = as_list(rules)
+    if rules is not None and items is None:
+        reasons.append(
+            Reason(JOBSET_FAILURE_POLICY, f"failurePolicy.rules is not a list (got {show(rules)})")
+        )
+    for index, rule in enumerate(items or []):
+        action = dig(rule, "action")
+        if action != "FailJobSet":
+            reasons.append(
+                Reason(
+                    JOBSET_FAILURE_POLICY,
+                    f"the JobSet failurePolicy rules[{index}] has action {show(action)}; every "
+                    "rule's action must be FailJobSet",
+                )
+            )
+    return reasons

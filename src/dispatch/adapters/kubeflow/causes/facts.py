@@ -1,0 +1,244 @@
+"""Facts: what the evidence says happened, each with a time, a candidate cause and its proof.
+
+The readers (``pods``, ``cluster``) turn raw objects into ``Fact`` values sorted
+into a ``Facts`` bundle; the decision (``causes``) then orders them. A fact carries the
+``Evidence`` items that prove it: small excerpts (which object, which field, its value), not
+whole objects, so an outcome stays readable and the records stay small.
+
+Shared reading helpers for Kubernetes objects live here too. Like ``objects``, none of them
+raises on malformed input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dispatch.adapters.kubeflow.causes.evidence import Ref, Sighting, format_time, parse_time
+from dispatch.adapters.kubeflow.objects import as_list, dig, is_int
+from dispatch.model import Cause, Evidence
+
+#: the pod label/annotation holding a pod's index in its Indexed Job (= PET_NODE_RANK)
+INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+#: pods are named ``<job>-<index>-<5 random>`` by the Job controller
+_POD_NAME = re.compile(r"^(?P<job>.+)-(?P<index>\d+)-[a-z0-9]{5}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """Something that happened: when, what it would mean as the first failure, and its proof.
+
+    ``cause`` is the cause this fact proves when it is the attempt's first failure (for a
+    ``Moment`` such as a start or an admission it is only descriptive). ``at`` is the time it
+    happened according to the objects (None when nothing says). ``rank``, ``pod``, ``node``
+    (the Kubernetes node name) and ``exit_code`` locate it when it concerns one rank.
+    """
+
+    cause: Cause
+    at: float | None
+    summary: str
+    proofs: tuple[Evidence, ...]
+    rank: int | None = None
+    pod: str | None = None
+    node: str | None = None
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Waiting for placement or for pods: since when, until when it was last seen waiting.
+
+    ``ongoing`` means the latest evidence still shows the wait (so it lasts until "now").
+    ``cause`` is what the wait becomes once it outlasts the cluster's patience.
+    """
+
+    cause: Cause
+    since: float
+    until: float | None
+    ongoing: bool
+    summary: str
+    proofs: tuple[Evidence, ...]
+    rank: int | None = None
+    pod: str | None = None
+
+
+@dataclass
+class Facts:
+    """Everything read from one attempt's evidence, sorted by what the decision does with it."""
+
+    #: facts that end the attempt; the first in time is the cause
+    failures: list[Fact] = field(default_factory=list)
+    #: work re-run inside the attempt (container restarts, replacement pods, JobSet restarts)
+    recoveries: list[Fact] = field(default_factory=list)
+    #: Kueue evictions: they end the attempt only when a rank had started before them
+    evictions: list[Fact] = field(default_factory=list)
+    #: the TrainJob, JobSet or Job failed without saying why (fallback: ``unknown``)
+    ends: list[Fact] = field(default_factory=list)
+    #: the TrainJob or JobSet completed
+    successes: list[Fact] = field(default_factory=list)
+    #: the TrainJob was deleted
+    cancels: list[Fact] = field(default_factory=list)
+    #: the TrainJob was suspended, not by Kueue (a cancel only once a rank had started)
+    suspensions: list[Fact] = field(default_factory=list)
+    #: a rank's container started
+    starts: list[Fact] = field(default_factory=list)
+    #: Kueue admitted the workload (quota reserved)
+    admissions: list[Fact] = field(default_factory=list)
+    #: waits that become a cause once they outlast the patience
+    waits: list[Wait] = field(default_factory=list)
+    #: node trouble seen in events, by node name (or ``pod:<name>`` for an event on a pod)
+    node_troubles: dict[str, list[Fact]] = field(default_factory=dict)
+    #: pods (or pod creations) were seen at all
+    pods_seen: bool = False
+    #: the TrainJob, as last seen
+    trainjob: str | None = None
+    trainjob_created: float | None = None
+    #: the TrainJob's identity, creation, queue and suspension, as proof for waits
+    trainjob_proof: tuple[Evidence, ...] = ()
+    #: the TrainJob is suspended now (``spec.suspend``), and whether Kueue manages it
+    suspended: bool = False
+    kueue: bool = False
+    #: the Workload is admitted now (None when there is no Workload)
+    admitted_now: bool | None = None
+    #: some pod is not finished in its latest sighting
+    live_pods: bool = False
+    #: the latest time any object mentions (the default "now" for a dump)
+    latest: float | None = None
+
+    def first_start(self) -> float | None:
+        times = [f.at for f in self.starts if f.at is not None]
+        return min(times) if times else None
+
+    def saw(self, at: float | None) -> None:
+        if at is not None and (self.latest is None or at > self.latest):
+            self.latest = at
+
+
+# --- reading helpers -------------------------------------------------------------------------
+
+
+def conditions(obj: Any) -> Iterator[Mapping[str, Any]]:
+    """``status.conditions`` entries that are mappings."""
+    for item in as_list(dig(obj, "status", "conditions")) or []:
+        if isinstance(item, Mapping):
+            yield item
+
+
+def condition(obj: Any, kind: str) -> Mapping[str, Any] | None:
+    """The condition of type ``kind``, or None."""
+    for item in conditions(obj):
+        if item.get("type") == kind:
+            return item
+    return None
+
+
+def is_true(cond: Mapping[str, Any] | None) -> bool:
+    return cond is not None and cond.get("status") == "True"
+
+
+def when(cond: Any, *keys: str) -> float | None:
+    """The first of ``keys`` (default ``lastTransitionTime``) that holds a readable time."""
+    for key in keys or ("lastTransitionTime",):
+        at = parse_time(dig(cond, key))
+        if at is not None:
+            return at
+    return None
+
+
+def labels_of(obj: Any) -> Mapping[str, Any]:
+    labels = dig(obj, "metadata", "labels")
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def annotations_of(obj: Any) -> Mapping[str, Any]:
+    annotations = dig(obj, "metadata", "annotations")
+    return annotations if isinstance(annotations, Mapping) else {}
+
+
+def as_int(value: Any) -> int | None:
+    """An int, or a string of digits, as int; None otherwise."""
+    if is_int(value):
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def pod_rank(pod: Any, name: str = "") -> int | None:
+    """The pod's completion index (its node rank): label, annotation, else its name."""
+    for source in (labels_of(pod), annotations_of(pod)):
+        index = as_int(source.get(INDEX_KEY))
+        if index is not None:
+            return index
+    return rank_from_pod_name(name or str(dig(pod, "metadata", "name") or ""))
+
+
+def rank_from_pod_name(name: str) -> int | None:
+    """The index in a Job pod's generated name ``<job>-<index>-<5 random>``, else None."""
+    match = _POD_NAME.match(name)
+    return int(match.group("index")) if match else None
+
+
+def created(obj: Any) -> float | None:
+    return parse_time(dig(obj, "metadata", "creationTimestamp"))
+
+
+def latest_condition_time(obj: Any) -> float | None:
+    times = [t for t in (when(c) for c in conditions(obj)) if t is not None]
+    return max(times) if times else None
+
+
+def sighting_time(sighting: Sighting) -> float | None:
+    """When a sighting's state held: observation time, else its newest condition, else creation."""
+    if sighting.at is not None:
+        return sighting.at
+    return latest_condition_time(sighting.obj) or created(sighting.obj)
+
+
+def proof(
+    ref: Ref, obj: Any, field_path: str, value: Any, at: float | None, summary: str
+) -> Evidence:
+    """One proving excerpt: which object, which field, the value found, and when."""
+    uid = dig(obj, "metadata", "uid")
+    return Evidence(
+        kind=ref.kind.lower(),
+        key=f"{ref.kind}/{ref.name}#{field_path}",
+        observed_at=at if at is not None else 0.0,
+        summary=summary,
+        data={
+            "object": {**ref.to_json(), "uid": uid if isinstance(uid, str) else None},
+            "field": field_path,
+            "value": _plain(value),
+            "at": format_time(at),
+        },
+    )
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """A JSON-compatible copy, bounded in depth (values come from untrusted objects)."""
+    if depth > 6:
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v, depth + 1) for k, v in list(value.items())[:40]}
+    if isinstance(value, list | tuple):
+        return [_plain(v, depth + 1) for v in list(value)[:40]]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return str(value)[:2000]
+
+
+def where(rank: int | None, pod: str | None) -> str:
+    """``rank 1 (pod x)``, ``pod x`` or ``a rank``, for summaries."""
+    if pod and rank is not None:
+        return f"rank {rank} (pod {pod})"
+    if pod:
+        return f"pod {pod}"
+    return f"rank {rank}" if rank is not None else "a rank"
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """A message on one line, shortened."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

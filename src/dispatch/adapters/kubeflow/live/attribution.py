@@ -1,0 +1,181 @@
+"""Which TrainJob an observed object is evidence for (in memory, no I/O).
+
+The watches see every object of a kind in a namespace; ``Attribution.assign(obj)`` answers
+the TrainJobs (``(namespace, name)``) it concerns, learning as it goes:
+
+* a TrainJob is its own; a JobSet belongs to the TrainJob of the same name;
+* Jobs and Pods by their ``jobset.sigs.k8s.io/jobset-name`` (or Trainer's
+  ``trainer.kubeflow.org/trainjob-name``) label; a Pod's node is remembered;
+* a Workload by ``kueue.x-k8s.io/job-uid`` (the TrainJob's uid) or its owner reference;
+* an Event by the object it is about: a known object, else a name JobSet/Kueue derives from the
+  TrainJob's (``<trainjob>-...`` for Jobs and Pods, ``trainjob-<trainjob>-...`` for Workloads);
+* a Node by the pods known to run on it (``nodes_of``/``trainjobs_on``).
+
+An object (or Event) whose TrainJob is not known yet is kept (its latest state, bounded) and
+handed out again by ``adopt_orphans`` once a new TrainJob is known: the streams of different
+kinds are not ordered with each other, so a JobSet may be seen before its TrainJob. Nothing here raises on malformed objects.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from dispatch.adapters.kubeflow.api.kinds import JOBSET_NAME, WORKLOAD_JOB_UID
+from dispatch.adapters.kubeflow.causes.evidence import event_subject, object_kind, text_of
+from dispatch.adapters.kubeflow.objects import as_list, dig
+
+TrainJobRef = tuple[str, str]  # (namespace, name)
+#: events about unknown objects kept for later attribution
+MAX_ORPHANS = 5000
+TRAINJOB_NAME = "trainer.kubeflow.org/trainjob-name"
+
+
+def _labels(obj: Any) -> Mapping[str, Any]:
+    labels = dig(obj, "metadata", "labels")
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def _ns(obj: Any) -> str:
+    return text_of(dig(obj, "metadata", "namespace"))
+
+
+def _name(obj: Any) -> str:
+    return text_of(dig(obj, "metadata", "name"))
+
+
+class Attribution:
+    """The index from objects to the TrainJobs they are evidence for."""
+
+    def __init__(self) -> None:
+        self.trainjobs: dict[TrainJobRef, str] = {}  # -> uid ("" when not known)
+        self._by_uid: dict[str, TrainJobRef] = {}
+        self._owned: dict[tuple[str, str, str], TrainJobRef] = {}  # (kind, ns, name) -> tj
+        self._pods_on: dict[str, set[TrainJobRef]] = {}  # node -> trainjobs
+        self._orphans: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
+        #: the last ``assign`` learnt a TrainJob not known before (then ``adopt_orphans``)
+        self.new_trainjob = False
+
+    # --- learning ---------------------------------------------------------------------------
+
+    def _remember(self, kind: str, namespace: str, name: str, owner: TrainJobRef) -> None:
+        self._owned[(kind, namespace, name)] = owner
+
+    def _prefixed(self, namespace: str, name: str, prefix: str = "") -> TrainJobRef | None:
+        """The known TrainJob whose name (after ``prefix``) starts ``name``, longest first."""
+        best: TrainJobRef | None = None
+        for ref in self.trainjobs:
+            fits = ref[0] == namespace and name.startswith(f"{prefix}{ref[1]}-")
+            if fits and (best is None or len(ref[1]) > len(best[1])):
+                best = ref
+        return best
+
+    def assign(self, obj: Mapping[str, Any]) -> list[TrainJobRef]:
+        """The TrainJobs ``obj`` is evidence for (empty when none is known yet)."""
+        kind, namespace, name = object_kind(obj), _ns(obj), _name(obj)
+        self.new_trainjob = False
+        if not name:
+            return []
+        if kind == "TrainJob":
+            ref = (namespace, name)
+            self.new_trainjob = ref not in self.trainjobs
+            uid = text_of(dig(obj, "metadata", "uid"))
+            self.trainjobs[ref] = uid or self.trainjobs.get(ref, "")
+            if uid:
+                self._by_uid[uid] = ref
+            return [ref]
+        if kind == "JobSet":
+            ref = (namespace, name)
+            return [ref] if ref in self.trainjobs else []
+        if kind in ("Job", "Pod"):
+            return self._job_or_pod(kind, namespace, name, obj)
+        if kind == "Workload":
+            return self._workload(namespace, name, obj)
+        if kind == "Event":
+            return self._event(obj)
+        if kind == "Node":
+            return sorted(self._pods_on.get(name, ()))
+        return []
+
+    def _job_or_pod(
+        self, kind: str, namespace: str, name: str, obj: Mapping[str, Any]
+    ) -> list[TrainJobRef]:
+        labels = _labels(obj)
+        for key in (JOBSET_NAME, TRAINJOB_NAME):
+            owner = text_of(labels.get(key))
+            if owner and (namespace, owner) in self.trainjobs:
+                ref = (namespace, owner)
+                self._remember(kind, namespace, name, ref)
+                node = text_of(dig(obj, "spec", "nodeName"))
+                if kind == "Pod" and node:
+                    self._pods_on.setdefault(node, set()).add(ref)
+                return [ref]
+        return []
+
+    def _workload(self, namespace: str, name: str, obj: Mapping[str, Any]) -> list[TrainJobRef]:
+        ref = self._by_uid.get(text_of(_labels(obj).get(WORKLOAD_JOB_UID)))
+        if ref is None:
+            for owner in as_list(dig(obj, "metadata", "ownerReferences")) or []:
+                candidate = (namespace, text_of(dig(owner, "name")))
+                if dig(owner, "kind") == "TrainJob" and candidate in self.trainjobs:
+                    ref = candidate
+        if ref is None:
+            return []
+        self._remember("Workload", namespace, name, ref)
+        return [ref]
+
+    def _event(self, event: Mapping[str, Any]) -> list[TrainJobRef]:
+        subject = event_subject(event)
+        found: list[TrainJobRef] = []
+        if subject is not None:
+            kind, name = subject
+            about = dig(event, "involvedObject") or dig(event, "regarding")
+            namespace = text_of(dig(about, "namespace")) or _ns(event)
+            if kind in ("TrainJob", "JobSet"):
+                if (namespace, name) in self.trainjobs:
+                    found = [(namespace, name)]
+            elif kind == "Node":
+                found = sorted(self._pods_on.get(name, ()))
+            else:
+                known = self._owned.get((kind, namespace, name))
+                if known is None and kind in ("Job", "Pod"):
+                    known = self._prefixed(namespace, name)
+                if known is None and kind == "Workload":
+                    known = self._prefixed(namespace, name, "trainjob-")
+                found = [known] if known is not None else []
+        return found
+
+    def keep_orphan(self, obj: Mapping[str, Any]) -> None:
+        """Keep an object no TrainJob claims yet (its latest state; the oldest go first)."""
+        kind = object_kind(obj)
+        if kind in ("Node", "TrainJob"):
+            return
+        key = f"{kind}/{_ns(obj)}/{_name(obj)}"
+        self._orphans[key] = obj
+        self._orphans.move_to_end(key)
+        while len(self._orphans) > MAX_ORPHANS:
+            self._orphans.popitem(last=False)
+
+    def adopt_orphans(self) -> list[tuple[TrainJobRef, Mapping[str, Any]]]:
+        """Kept objects that can now be attributed (each handed out once)."""
+        adopted: list[tuple[TrainJobRef, Mapping[str, Any]]] = []
+        for key, obj in list(self._orphans.items()):
+            refs = self.assign(obj)
+            if refs:
+                del self._orphans[key]
+                adopted.extend((ref, obj) for ref in refs)
+        return adopted
+
+    # --- queries ----------------------------------------------------------------------------
+
+    def nodes_of(self, ref: TrainJobRef) -> list[str]:
+        return sorted(node for node, refs in self._pods_on.items() if ref in refs)
+
+    def forget(self, ref: TrainJobRef) -> None:
+        """Drop what was learnt about a TrainJob no longer followed."""
+        self.trainjobs.pop(ref, None)
+        self._by_uid = {u: r for u, r in self._by_uid.items() if r != ref}
+        self._owned = {k: r for k, r in self._owned.items() if r != ref}
+        for refs in self._pods_on.values():
+            refs.discard(ref)

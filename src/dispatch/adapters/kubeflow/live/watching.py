@@ -1,0 +1,203 @@
+"""Following many attempts at once over the shared evidence streams (``capture.Capture``).
+
+``watch_attempts(capture, verdicts, handles, ...)`` makes sure the capture covers the
+handles' namespaces, waits until every stream has listed once, then yields for each handle
+its first observation, and afterwards an observation whenever new evidence was filed for it
+or its reported outcome (state, cause, summary, presence) changed. Each observation's
+``evidence`` carries the records filed since the previous one (nothing is lost between two
+yields) and its outcome is derived by ``verdict.Verdicts`` over *all* records kept for the
+attempt. Outcomes that can change with time alone (waits measured against the patience,
+terminal outcomes settling) are judged again every ``recheck`` seconds; nothing is polled.
+
+An attempt whose TrainJob the streams have not shown yet is read once (``lookup``, one GET
+and the attempt's lists) before it is judged, so a lagging or reconnecting stream is never
+mistaken for a TrainJob that does not exist.
+
+Retirement (``verdict.Verdicts.must_retire``) is carried out here through ``retire``, for the
+handles watched and for any other TrainJob this adapter judged terminal that runs again.
+The iteration ends once every handle has a terminal outcome and nothing is left to retire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+
+from dispatch.adapters.kubeflow.live.attribution import TrainJobRef
+from dispatch.adapters.kubeflow.live.capture import Capture, Sleep
+from dispatch.adapters.kubeflow.live.verdict import Verdicts
+from dispatch.clock import Clock
+from dispatch.model import (
+    AttemptHandle,
+    Cause,
+    Evidence,
+    Observation,
+    Outcome,
+    State,
+    TransientError,
+)
+
+#: real seconds between re-judgements of outcomes that change with time alone
+RECHECK = 0.25
+
+#: deletes a TrainJob that must not run again if, read afresh, it still must not; True if done
+Retire = Callable[[AttemptHandle | TrainJobRef, str], Awaitable[bool]]
+Lookup = Callable[[TrainJobRef], Awaitable[list[Evidence]]]
+
+
+def judge(
+    capture: Capture,
+    verdicts: Verdicts,
+    ref: TrainJobRef,
+    now: float,
+    before: Outcome | None,
+    *,
+    cancelled_by: str | None = None,
+    settled: bool = False,
+) -> tuple[Outcome, bool]:
+    """(the outcome to report, gone) for one TrainJob from what the capture kept. While a
+    terminal outcome settles the TrainJob is never reported gone, even when it was deleted
+    (e.g. retired by a supervisor that died before recording the end): the outcome that
+    proves the end is on its way, and ``gone`` with an open outcome would end it ``unknown``."""
+    trainjob, deleted = capture.latest_trainjob(ref)
+    outcome = verdicts.judge(
+        ref[1],
+        capture.records(ref),
+        now,
+        cancelled_by=cancelled_by,
+        settled=settled,
+        position=capture.position(ref),
+        caught_up=lambda target, since: capture.caught_up(target, since, ref),
+    )
+    if verdicts.release(ref[1]):  # final: only records filed from now on are read again
+        capture.release(ref)
+    if outcome is None:
+        return before or Outcome(State.RUNNING, summary="a rank ended; settling"), False
+    gone = trainjob is None or deleted
+    if gone and not outcome.is_terminal and trainjob is None:
+        summary = f"TrainJob {ref[0]}/{ref[1]} does not exist"
+        outcome = Outcome(State.FAILED, Cause.UNKNOWN, summary=summary)
+    return outcome, gone
+
+
+async def watch_attempts(
+    capture: Capture,
+    verdicts: Verdicts,
+    handles: Sequence[AttemptHandle],
+    namespace_of: Callable[[AttemptHandle], str],
+    clock: Clock,
+    retire: Retire,
+    lookup: Lookup,
+    *,
+    cancelled: Mapping[TrainJobRef, str] | None = None,
+    sleep: Sleep = asyncio.sleep,
+    recheck: float = RECHECK,
+) -> AsyncIterator[Observation]:
+    """See the module docstring. Each round costs what changed, not what is followed: only
+    attempts with new records, never reported, or whose outcome may change with time alone
+    (``Verdicts.pending_names``) are judged, and only TrainJobs with new records or a new
+    judgement are checked for retirement."""
+    refs = {(namespace_of(h), h.native): h for h in handles}
+    by_name: dict[str, list[TrainJobRef]] = {}
+    for ref in refs:
+        by_name.setdefault(ref[1], []).append(ref)
+    capture.cover({ref[0] for ref in refs})
+    await capture.synced.wait()
+    shown: dict[TrainJobRef, tuple[object, ...]] = {}
+    reported: dict[TrainJobRef, Outcome] = {}
+    unseen = set(refs)  # neither shown by the streams nor read once yet
+    unreported, still_open = set(refs), set(refs)
+    recheck_retire: set[TrainJobRef] = set(capture.attribution.trainjobs)
+    while True:
+        capture.changed.clear()
+        now = clock.now()
+        changed = set(capture.fresh_refs())
+        for ref in sorted(unseen):
+            if capture.latest_trainjob(ref)[0] is None:
+                # the stream may not have shown it yet: read it once, never poll
+                try:
+                    for record in await lookup(ref):
+                        capture.seen(record.data)
+                except TransientError:
+                    continue  # judged once it could be read
+            unseen.discard(ref)
+        pending = {r for name in verdicts.pending_names(now) for r in by_name.get(name, ())}
+        due = ((changed & refs.keys()) | pending | unreported) - unseen
+        ready: list[Observation] = []
+        taken: list[tuple[TrainJobRef, tuple[Evidence, ...]]] = []
+        for ref in sorted(due):
+            fresh = capture.take(ref)
+            taken.append((ref, fresh))
+            who = (cancelled or {}).get(ref)
+            outcome, gone = judge(capture, verdicts, ref, now, reported.get(ref), cancelled_by=who)
+            reported[ref] = outcome
+            unreported.discard(ref)
+            if outcome.is_terminal:
+                still_open.discard(ref)
+            key = (outcome.state, outcome.cause, outcome.summary, gone)
+            if fresh or shown.get(ref) != key:
+                shown[ref] = key
+                rerun = verdicts.rerun(ref[1])
+                extra = (rerun,) if rerun is not None else ()
+                evidence = (*fresh, *extra)
+                ready.append(Observation(refs[ref], outcome, evidence, observed_at=now, gone=gone))
+        # retire before reporting: a consumer may stop iterating once it has the outcome
+        candidates = recheck_retire | changed | due
+        try:
+            recheck_retire = await _retire_due(capture, verdicts, refs, candidates, now, retire)
+        except BaseException:  # cancelled (e.g. the stream is replaced): nothing taken is lost
+            for ref, fresh in reversed(taken):
+                capture.give_back(ref, fresh)
+            raise
+        for observation in ready:
+            yield observation
+        if not unreported and not still_open:
+            if not any(verdicts.must_retire(r[1], capture.latest_trainjob(r)[0]) for r in refs):
+                return
+            recheck_retire |= refs.keys()
+        await _wait(capture.changed, sleep, recheck)
+
+
+async def _retire_due(
+    capture: Capture,
+    verdicts: Verdicts,
+    refs: Mapping[TrainJobRef, AttemptHandle],
+    candidates: set[TrainJobRef],
+    now: float,
+    retire: Retire,
+) -> set[TrainJobRef]:
+    """Delete every TrainJob among ``candidates`` that must not run again (watched or judged
+    before); returns those whose deletion failed, to try again."""
+    again: set[TrainJobRef] = set()
+    for ref in sorted(candidates):
+        standing = verdicts.standings.get(ref[1])
+        ended = standing is not None and standing.final is not None
+        # the new records of an attempt that ended only matter to notice a re-run (those of
+        # attempts still open wait for the stream that follows them)
+        if ref not in refs and ended and capture.take(ref):
+            judge(capture, verdicts, ref, now, None)
+        trainjob, deleted = capture.latest_trainjob(ref)
+        why = None if deleted else verdicts.must_retire(ref[1], trainjob)
+        if why is None:
+            continue
+        try:
+            done = await retire(refs.get(ref) or ref, why)
+        except TransientError:
+            again.add(ref)
+        else:
+            if done:
+                verdicts.retired(ref[1])
+    return again
+
+
+async def _wait(event: asyncio.Event, sleep: Sleep, seconds: float) -> None:
+    waiter = asyncio.ensure_future(event.wait())
+    timer = asyncio.ensure_future(sleep(seconds))
+    try:
+        await asyncio.wait({waiter, timer}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (waiter, timer):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
