@@ -6,7 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dispatch.model.units import format_duration, parse_cpu, parse_duration, parse_memory
+from dispatch.model.units import (
+    format_duration,
+    parse_cpu,
+    parse_duration,
+    parse_memory,
+    quantity_value,
+)
 
 
 @pytest.mark.parametrize(
@@ -51,3 +57,14 @@ def test_cpu(text: str, cpus: float) -> None:
 def test_bad_cpu(text: object) -> None:
     with pytest.raises(ValueError, match=r"cpu|CPU"):
         parse_cpu(text)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("500m", 1), ("1Gi", 2**30), ("2", 2), (4, 4), ("0.1", 1), ("1.5k", 1500), ("8Gi ", 8 * 2**30),
+     ("abc", 0), ("", 0), (None, 0), ("nan", 0), ("inf", 0)],
+)  # fmt: skip
+def test_quantity_value_rounds_up_as_go_does_and_reads_junk_as_zero(
+    text: object, value: int
+) -> None:
+    assert quantity_value(text) == value

@@ -65,7 +65,8 @@ def command(
     # adapters are imported when used, never by `dispatch --help` (see adapters/registry.py)
     from dispatch.adapters.kubeflow.causes.decide import Inputs, diagnose
     from dispatch.adapters.kubeflow.causes.dump import parse_dump
-    from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet, parse_time
+    from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet
+    from dispatch.adapters.kubeflow.objects import parse_time
 
     try:
         seconds = parse_duration(patience)

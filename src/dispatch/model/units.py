@@ -101,3 +101,20 @@ def parse_cpu(text: str | int | float) -> float:
     if not math.isfinite(value) or value <= 0:
         raise ValueError("cpu must be a positive, finite number")
     return value
+
+
+def quantity_value(text: object) -> int:
+    """A Kubernetes quantity rounded up to a whole number, as Go's ``Quantity.Value()``
+    (``500m`` -> 1, ``1Gi`` -> 1073741824, ``2`` -> 2); 0 for what is not a quantity."""
+    s = str(text).strip()
+    scales: dict[str, Decimal | int] = {"m": Decimal("0.001"), **_BINARY, **_DECIMAL}
+    number: str = s
+    scale: Decimal | int = 1
+    for suffix in sorted(scales, key=len, reverse=True):
+        if s.endswith(suffix):
+            number, scale = s[: -len(suffix)], scales[suffix]
+            break
+    try:
+        return math.ceil(Decimal(number) * scale)
+    except (InvalidOperation, ValueError, OverflowError):
+        return 0

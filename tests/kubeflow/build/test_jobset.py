@@ -27,8 +27,8 @@ from dispatch.adapters.kubeflow.build.jobset import (
     render,
     render_jobset,
     runtime_snapshot,
-    strategic_merge,
 )
+from dispatch.adapters.kubeflow.objects import strategic_merge
 
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 RES = {"requests": {"cpu": "1"}}

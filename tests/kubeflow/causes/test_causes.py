@@ -7,11 +7,8 @@ import copy
 from typing import Any
 
 from dispatch.adapters.kubeflow.causes.decide import Inputs, derive_outcome, diagnose
-from dispatch.adapters.kubeflow.causes.evidence import (
-    EvidenceSet,
-    object_evidence,
-    parse_time,
-)
+from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet, object_evidence
+from dispatch.adapters.kubeflow.objects import parse_time
 from dispatch.model import Cause, State
 from tests.kubeflow.causes.objects import (
     TRAINJOB,

@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-from dispatch.adapters.kubeflow.causes.evidence import parse_time
+from dispatch.adapters.kubeflow.objects import parse_time
 from dispatch.model import Cause, State
 
 from .harness import NAMESPACE, QUEUE, TRAINER, World

@@ -1,23 +1,22 @@
-"""Reading a raw Trainer runtime object (a dict as the API or a YAML file gives it), safely.
+"""Reading raw Kubernetes objects (dicts, as the API, a dump or a YAML file gives them), safely.
 
+The shape helpers every part of the adapter reads objects with: fields (``dig``), text and
+numbers, labels, conditions, times, and the strategic merge Trainer applies to runtime patches.
 Nothing here raises on a malformed object: a missing or wrongly typed field reads as absent
-(``dig`` returns None), and the places that matter to a rule say what they found instead.
-Typed models are not used on purpose: they drop unknown fields and reject shapes the rules
-must describe rather than crash on.
+(``dig`` returns None), a timestamp that does not parse reads as absent, and the places that
+matter say what they found instead. Typed models are not used on purpose: they drop unknown
+fields and reject shapes that must be described rather than crashed on.
+
+Time: Kubernetes timestamps (RFC 3339, seconds or microseconds) are read as float seconds
+since the epoch by ``parse_time``.
 """
 
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
-
-#: the label on a replicated job's *Job* template naming its role (Trainer's ancestor label)
-ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
-TRAINER_STEP = "trainer"
-#: the container Trainer applies image, command, args and env to
-NODE_CONTAINER = "node"
 
 _SHOW = reprlib.Repr()
 _SHOW.maxlevel = 3
@@ -65,86 +64,196 @@ def names_of(items: Any) -> list[str]:
     ]
 
 
-@dataclass(frozen=True, slots=True)
-class ReplicatedJob:
-    """One entry of ``spec.template.spec.replicatedJobs``, as much as could be read of it."""
+def parse_time(value: Any) -> float | None:
+    """An RFC 3339 timestamp as seconds since the epoch; None when absent or unreadable.
 
-    index: int
-    #: the job's name, or ``replicatedJobs[i]`` when it has none
-    name: str
-    #: the ancestor step label's value, or None
-    step: str | None
-    #: the raw entry (a mapping, or whatever was there)
-    raw: Any
-
-    @property
-    def is_trainer(self) -> bool:
-        return self.step == TRAINER_STEP
-
-    @property
-    def job_spec(self) -> Any:
-        """``template.spec`` (a batch JobSpec), or None."""
-        return dig(self.raw, "template", "spec")
-
-    @property
-    def pod_spec(self) -> Any:
-        """``template.spec.template.spec`` (the PodSpec), or None."""
-        return dig(self.raw, "template", "spec", "template", "spec")
-
-    @property
-    def replicas(self) -> int:
-        """How many Jobs JobSet makes of it: Trainer forces 1 for ancestor jobs, else the field."""
-        if self.step is not None:
-            return 1
-        value = dig(self.raw, "replicas")
-        return value if is_int(value) and value >= 1 else 1
-
-    @property
-    def completions(self) -> int:
-        """Pods per Job for a non-trainer job (the trainer job's count is the node count)."""
-        for key in ("completions", "parallelism"):
-            value = dig(self.job_spec, key)
-            if is_int(value) and value >= 1:
-                return int(value)
-        return 1
-
-
-def replicated_jobs(runtime: Any) -> list[ReplicatedJob] | None:
-    """The runtime's replicated jobs, or None when ``replicatedJobs`` is absent or not a list."""
-    items = as_list(dig(runtime, "spec", "template", "spec", "replicatedJobs"))
-    if items is None:
-        return None
-    jobs: list[ReplicatedJob] = []
-    for index, item in enumerate(items):
-        name = dig(item, "name")
-        step = dig(item, "template", "metadata", "labels", ANCESTOR_LABEL)
-        jobs.append(
-            ReplicatedJob(
-                index=index,
-                name=name if isinstance(name, str) and name else f"replicatedJobs[{index}]",
-                step=step if isinstance(step, str) else None,
-                raw=item,
-            )
-        )
-    return jobs
-
-
-def runtime_identity(runtime: Any) -> tuple[str, str]:
-    """(kind, name) of a raw runtime object; empty strings for what it does not state."""
-    kind = dig(runtime, "kind")
-    name = dig(runtime, "metadata", "name")
-    return (kind if isinstance(kind, str) else "", name if isinstance(name, str) else "")
-
-
-def ml_policies(runtime: Any) -> list[str] | None:
-    """The policies ``mlPolicy`` names besides ``numNodes`` (keys with a non-null value).
-
-    None when ``mlPolicy`` is present but not a mapping. A key set to null is absent, as it is
-    for Trainer's Go types.
+    A ``datetime`` (what a YAML loader makes of an unquoted timestamp) is accepted too.
     """
-    policy = dig(runtime, "spec", "mlPolicy")
-    if policy is None:
-        return []
-    if not isinstance(policy, Mapping):
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+        try:
+            return moment.timestamp()
+        except (OverflowError, OSError, ValueError):
+            return None
+    if not isinstance(value, str) or not value:
         return None
-    return [str(k) for k, v in policy.items() if k != "numNodes" and v is not None]
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    try:
+        return moment.timestamp()
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def format_time(at: float | None) -> str | None:
+    """Seconds since the epoch as RFC 3339 UTC (what Kubernetes writes), None for None."""
+    if at is None:
+        return None
+    try:
+        return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def text_of(value: Any) -> str:
+    """A string field, or "" when absent or not a string."""
+    return value if isinstance(value, str) else ""
+
+
+# --- labels, numbers, conditions ---------------------------------------------------------
+
+
+def conditions(obj: Any) -> Iterator[Mapping[str, Any]]:
+    """``status.conditions`` entries that are mappings."""
+    for item in as_list(dig(obj, "status", "conditions")) or []:
+        if isinstance(item, Mapping):
+            yield item
+
+
+def condition(obj: Any, kind: str) -> Mapping[str, Any] | None:
+    """The condition of type ``kind``, or None."""
+    for item in conditions(obj):
+        if item.get("type") == kind:
+            return item
+    return None
+
+
+def true_condition(obj: Any, kind: str) -> Mapping[str, Any] | None:
+    """The first condition of type ``kind`` whose status is ``True``, or None."""
+    for item in conditions(obj):
+        if item.get("type") == kind and is_true(item):
+            return item
+    return None
+
+
+def is_true(cond: Mapping[str, Any] | None) -> bool:
+    return cond is not None and cond.get("status") == "True"
+
+
+def when(cond: Any, *keys: str) -> float | None:
+    """The first of ``keys`` (default ``lastTransitionTime``) that holds a readable time."""
+    for key in keys or ("lastTransitionTime",):
+        at = parse_time(dig(cond, key))
+        if at is not None:
+            return at
+    return None
+
+
+def labels_of(obj: Any) -> Mapping[str, Any]:
+    labels = dig(obj, "metadata", "labels")
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def annotations_of(obj: Any) -> Mapping[str, Any]:
+    annotations = dig(obj, "metadata", "annotations")
+    return annotations if isinstance(annotations, Mapping) else {}
+
+
+def as_int(value: Any) -> int | None:
+    """An int, or a string of digits, as int; None otherwise."""
+    if is_int(value):
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def created(obj: Any) -> float | None:
+    return parse_time(dig(obj, "metadata", "creationTimestamp"))
+
+
+def latest_condition_time(obj: Any) -> float | None:
+    times = [t for t in (when(c) for c in conditions(obj)) if t is not None]
+    return max(times) if times else None
+
+
+# --- strategic merge -----------------------------------------------------------------------
+
+#: the merge key of each list field that Kubernetes' Go types tag ``patchStrategy: merge``
+#: (``patchMergeKey``), by field name; every other list is replaced by the patch's
+MERGE_KEYS = {
+    "replicatedJobs": "name",
+    "containers": "name",
+    "initContainers": "name",
+    "ephemeralContainers": "name",
+    "env": "name",
+    "volumes": "name",
+    "volumeMounts": "mountPath",
+    "volumeDevices": "devicePath",
+    "ports": "containerPort",
+    "imagePullSecrets": "name",
+    "schedulingGates": "name",
+    "resourceClaims": "name",
+    "hostAliases": "ip",
+    "conditions": "type",
+    "ownerReferences": "uid",
+}
+
+
+def clone(value: Any) -> Any:
+    """A deep copy of a JSON value (faster than ``copy.deepcopy`` for plain JSON)."""
+    if isinstance(value, dict):
+        return {k: clone(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clone(v) for v in value]
+    return value
+
+
+def strategic_merge(base: Any, patch: Any, field: str | None = None) -> Any:
+    """``patch`` merged onto ``base`` as a Kubernetes strategic merge patch; a new value, the
+    inputs are not changed.
+
+    Maps merge and ``null`` deletes a key; a list under a field of ``MERGE_KEYS`` merges item
+    by item on its key (new items are appended; an item ``{"$patch": "delete", <key>: ...}``
+    removes its match); ``{"$patch": "replace", ...}`` replaces a map whole; every other list
+    and every scalar is replaced. Other ``$`` directives are dropped.
+    """
+    return _merged(clone(base), patch, field)
+
+
+def _merged(own: Any, patch: Any, field: str | None) -> Any:
+    """``strategic_merge`` onto ``own``, a copy this call may change."""
+    if isinstance(patch, dict):
+        if patch.get("$patch") == "replace":
+            return {k: clone(v) for k, v in patch.items() if k != "$patch"}
+        out = own if isinstance(own, dict) else {}
+        for key, value in patch.items():
+            if key.startswith("$"):
+                continue
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = _merged(out.get(key), value, key)
+        return out
+    if not isinstance(patch, list):
+        return clone(patch)
+    merge_key = MERGE_KEYS.get(field or "")
+    if not merge_key or not isinstance(own, list):
+        return [clone(v) for v in patch if not (isinstance(v, dict) and "$patch" in v)]
+    for item in patch:
+        if not isinstance(item, dict):
+            own.append(clone(item))
+            continue
+        at = next(
+            (
+                i
+                for i, old in enumerate(own)
+                if isinstance(old, dict) and old.get(merge_key) == item.get(merge_key)
+            ),
+            None,
+        )
+        if item.get("$patch") == "delete":
+            if at is not None:
+                del own[at]
+        elif at is None:
+            own.append(_merged({}, item, None))
+        else:
+            own[at] = _merged(own[at], item, None)
+    return own

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from dispatch.adapters.kubeflow.objects import clone
 from dispatch.testing.k8s.meta import owner_uids, rfc3339
-from dispatch.testing.k8s.patch import clone
 from dispatch.testing.k8s.resources import ResourceType
 
 if TYPE_CHECKING:

@@ -1,9 +1,10 @@
 """Patch formats: JSON merge patch (RFC 7386), JSON patch (RFC 6902), strategic merge patch.
 
-Strategic merge patch is approximated: lists whose items are objects keyed by a known merge
-key (``name`` for containers, env, volumes, ports...; ``type`` for conditions; ``uid`` for
-ownerReferences; ``containerPort`` for ports) are merged item by item, ``$patch: delete`` on an
-item removes it, ``$patch: replace`` replaces; every other list is replaced, as in merge patch.
+Strategic merge patch is the one Trainer's runtime patches use too
+(``dispatch.adapters.kubeflow.objects.strategic_merge``): the lists Kubernetes' Go types tag
+with a merge key (containers, env, volumes and ports; conditions by ``type``; ownerReferences
+by ``uid``) merge item by item, ``$patch: delete`` on an item removes it, ``$patch: replace``
+replaces; every other list is replaced, as in merge patch.
 All functions return a new document and never modify their inputs. Errors raise ``ApiError``.
 """
 
@@ -11,23 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from dispatch.adapters.kubeflow.objects import clone, strategic_merge
 from dispatch.testing.k8s.errors import ApiError, bad_request
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
-
-_MERGE_KEYS = ("name", "type", "uid", "containerPort", "mountPath", "devicePath", "ip", "key")
-
-
-def clone(value: Any) -> Any:
-    """A deep copy of a JSON value (faster than ``copy.deepcopy`` for plain JSON)."""
-    if isinstance(value, dict):
-        return {k: clone(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clone(v) for v in value]
-    return value
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -41,55 +32,6 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             out[key] = merge_patch(out.get(key), value)
     return out
-
-
-def _merge_key(items: list[Any]) -> str | None:
-    if not items or not all(isinstance(i, dict) for i in items):
-        return None
-    for key in _MERGE_KEYS:
-        if all(key in i for i in items if i.get("$patch") != "delete" or key in i):
-            return key
-    return None
-
-
-def strategic_merge_patch(target: Any, patch: Any) -> Any:
-    """Merge patch, except that lists of keyed objects merge by their key."""
-    if not isinstance(patch, dict):
-        return clone(patch)
-    if patch.get("$patch") == "replace":
-        return {k: clone(v) for k, v in patch.items() if k != "$patch"}
-    out = clone(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if key.startswith("$"):
-            continue
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, list) and isinstance(out.get(key), list):
-            out[key] = _merge_list(out[key], value)
-        else:
-            out[key] = strategic_merge_patch(out.get(key), value)
-    return out
-
-
-def _merge_list(current: list[Any], patch: list[Any]) -> list[Any]:
-    key = _merge_key(current + patch)
-    if key is None:
-        return [clone(v) for v in patch if not (isinstance(v, dict) and "$patch" in v)]
-    out = [clone(i) for i in current]
-    index = {i[key]: n for n, i in enumerate(out)}
-    for item in patch:
-        directive = item.get("$patch")
-        k = item.get(key)
-        if directive == "delete":
-            if k in index:
-                out[index[k]] = None
-            continue
-        if k in index and out[index[k]] is not None:
-            out[index[k]] = strategic_merge_patch(out[index[k]], item)
-        else:
-            index[k] = len(out)
-            out.append(strategic_merge_patch({}, item))
-    return [i for i in out if i is not None]
 
 
 def _pointer(path: str) -> list[str]:
@@ -213,7 +155,7 @@ def apply_patch(patch_type: str, current: Any, body: Any, *, builtin: bool) -> A
         return merge_patch(current, body)
     accepted = [JSON_PATCH, MERGE_PATCH, APPLY_PATCH]
     if patch_type == STRATEGIC_MERGE_PATCH and builtin:
-        return strategic_merge_patch(current, body)
+        return strategic_merge(current, body)
     if builtin:
         accepted.append(STRATEGIC_MERGE_PATCH)
     raise ApiError(

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from dispatch.adapters.kubeflow.objects import clone
 from dispatch.clock import Clock
 from dispatch.testing.k8s import errors
 from dispatch.testing.k8s.admission import AdmissionChain, AdmissionRequest
@@ -32,7 +33,7 @@ from dispatch.testing.k8s.conversion import from_storage, to_storage
 from dispatch.testing.k8s.errors import FieldError
 from dispatch.testing.k8s.gc import GarbageCollector
 from dispatch.testing.k8s.meta import Identity
-from dispatch.testing.k8s.patch import APPLY_PATCH, apply_patch, clone
+from dispatch.testing.k8s.patch import APPLY_PATCH, apply_patch
 from dispatch.testing.k8s.resources import ResourceCatalog, ResourceType
 from dispatch.testing.k8s.selectors import FieldSelector, LabelSelector
 from dispatch.testing.k8s.strategy import (

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from dispatch.adapters.kubeflow.objects import clone
 from dispatch.testing.k8s import errors
 from dispatch.testing.k8s.errors import FieldError
 from dispatch.testing.k8s.meta import Identity, body_of, meta, rfc3339
-from dispatch.testing.k8s.patch import clone
 from dispatch.testing.k8s.resources import ResourceType
 
 JsonObj = dict[str, Any]

@@ -1,7 +1,8 @@
 """What Kubeflow Trainer v2.3 makes of a TrainJob and its runtime: the JobSet, as plain data.
 
-Pure (stdlib only, no Kubernetes client, no clock): ``dispatch plan`` shows users the JobSet
-their job becomes, and the emulator's Trainer controller creates exactly this object.
+Pure (no Kubernetes client, no clock): the emulator's Trainer controller creates exactly this
+object. It lives beside ``plan`` because ``dispatch plan`` is to show users the JobSet their
+job becomes (not shown yet).
 
 Follows Trainer v2.3.0 (kubeflow/trainer, tag v2.3.0):
 
@@ -30,20 +31,20 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from dispatch.adapters.kubeflow.build.runtime import ANCESTOR_LABEL, NODE_CONTAINER, TRAINER_STEP
+from dispatch.adapters.kubeflow.objects import dig, strategic_merge
+from dispatch.model.units import quantity_value
 
 JsonObj = dict[str, Any]
 
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
-ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
-TRAINER = "trainer"
 DATASET_INITIALIZER = "dataset-initializer"
 MODEL_INITIALIZER = "model-initializer"
-NODE = "node"
 TRAINER_PORT = 29500
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 COMPLETION_INDEX_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
@@ -57,22 +58,6 @@ TORCH_RESERVED_ENV = (
     "PET_MASTER_PORT",
 )
 TORCHTUNE_ENTRYPOINT = ["tune", "run"]
-
-#: strategic-merge keys of the lists inside a JobSet spec (from the Go types' patch tags);
-#: any other list is replaced by the patch's
-_MERGE_KEYS = {
-    "replicatedJobs": "name",
-    "containers": "name",
-    "initContainers": "name",
-    "ephemeralContainers": "name",
-    "env": "name",
-    "volumes": "name",
-    "volumeMounts": "mountPath",
-    "ports": "containerPort",
-    "imagePullSecrets": "name",
-    "schedulingGates": "name",
-    "resourceClaims": "name",
-}
 
 
 class UnsupportedRuntime(ValueError):
@@ -97,14 +82,6 @@ class PodSet:
 # ---------------------------------------------------------------------- small helpers
 
 
-def _dig(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
 def _ensure(obj: JsonObj, *keys: str) -> JsonObj:
     for key in keys:
         nxt = obj.get(key)
@@ -112,42 +89,6 @@ def _ensure(obj: JsonObj, *keys: str) -> JsonObj:
             nxt = obj[key] = {}
         obj = nxt
     return obj
-
-
-def strategic_merge(base: Any, patch: Any, key: str | None = None) -> Any:
-    """``patch`` merged onto ``base`` as a Kubernetes strategic merge patch of a JobSet spec:
-    maps merge (``null`` deletes), lists with a merge key merge item by item (new items are
-    appended), other lists and scalars are replaced."""
-    if isinstance(base, dict) and isinstance(patch, dict):
-        out = dict(base)
-        for k, v in patch.items():
-            if v is None:
-                out.pop(k, None)
-            elif k in out:
-                out[k] = strategic_merge(out[k], v, k)
-            else:
-                out[k] = copy.deepcopy(v)
-        return out
-    merge_key = _MERGE_KEYS.get(key or "")
-    if merge_key and isinstance(base, list) and isinstance(patch, list):
-        out_list = [copy.deepcopy(item) for item in base]
-        for item in patch:
-            at = next(
-                (
-                    i
-                    for i, old in enumerate(out_list)
-                    if isinstance(old, dict)
-                    and isinstance(item, dict)
-                    and old.get(merge_key) == item.get(merge_key)
-                ),
-                None,
-            )
-            if at is None:
-                out_list.append(copy.deepcopy(item))
-            else:
-                out_list[at] = strategic_merge(out_list[at], item)
-        return out_list
-    return copy.deepcopy(patch)
 
 
 def upsert(items: list[JsonObj], item: JsonObj, same: Any) -> None:
@@ -174,34 +115,18 @@ def _same_port(a: JsonObj, b: JsonObj) -> bool:
     return a.get("containerPort") == b.get("containerPort") or a.get("name") == b.get("name")
 
 
-def quantity_value(text: Any) -> int:
-    """A Kubernetes quantity rounded up to a whole number, as ``Quantity.Value()``."""
-    s = str(text).strip()
-    suffixes = {
-        "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-        "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
-    }  # fmt: skip
-    for suffix in sorted(suffixes, key=len, reverse=True):
-        if s.endswith(suffix):
-            return math.ceil(float(s[: -len(suffix)]) * suffixes[suffix])
-    try:
-        return math.ceil(float(s))
-    except ValueError:
-        return 0
-
-
 def _containers(rjob: JsonObj) -> list[JsonObj]:
-    found = _dig(rjob, "template", "spec", "template", "spec", "containers")
+    found = dig(rjob, "template", "spec", "template", "spec", "containers")
     return found if isinstance(found, list) else []
 
 
 def _ancestor(rjob: JsonObj) -> str | None:
-    found = _dig(rjob, "template", "metadata", "labels", ANCESTOR_LABEL)
+    found = dig(rjob, "template", "metadata", "labels", ANCESTOR_LABEL)
     return str(found) if found is not None else None
 
 
 def _node_container(rjob: JsonObj) -> JsonObj | None:
-    return next((c for c in _containers(rjob) if c.get("name") == NODE), None)
+    return next((c for c in _containers(rjob) if c.get("name") == NODE_CONTAINER), None)
 
 
 # ---------------------------------------------------------------------- the rendering
@@ -209,15 +134,15 @@ def _node_container(rjob: JsonObj) -> JsonObj | None:
 
 def merged_template(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> JsonObj:
     """The runtime's JobSet template with every runtimePatch applied: ``{metadata, spec}``."""
-    template = _dig(runtime, "spec", "template") or {}
-    labels = dict(_dig(template, "metadata", "labels") or {})
-    annotations = dict(_dig(template, "metadata", "annotations") or {})
+    template = dig(runtime, "spec", "template") or {}
+    labels = dict(dig(template, "metadata", "labels") or {})
+    annotations = dict(dig(template, "metadata", "annotations") or {})
     spec: JsonObj = copy.deepcopy(template.get("spec") or {})
     order = {rj.get("name"): i for i, rj in enumerate(spec.get("replicatedJobs") or [])}
-    for patch in _dig(trainjob, "spec", "runtimePatches") or []:
-        patch_template = _dig(patch, "trainingRuntimeSpec", "template") or {}
-        labels.update(_dig(patch_template, "metadata", "labels") or {})
-        annotations.update(_dig(patch_template, "metadata", "annotations") or {})
+    for patch in dig(trainjob, "spec", "runtimePatches") or []:
+        patch_template = dig(patch, "trainingRuntimeSpec", "template") or {}
+        labels.update(dig(patch_template, "metadata", "labels") or {})
+        annotations.update(dig(patch_template, "metadata", "annotations") or {})
         if isinstance(patch_template.get("spec"), dict):
             spec = strategic_merge(spec, patch_template["spec"])
     spec["replicatedJobs"] = sorted(
@@ -230,7 +155,7 @@ def _check_supported(trainjob: Mapping[str, Any], ml_policy: Mapping[str, Any]) 
     for policy in ("mpi", "jax", "xgboost", "flux"):
         if ml_policy.get(policy) is not None:
             raise UnsupportedRuntime(f"mlPolicy.{policy} is not rendered")
-    if _dig(trainjob, "spec", "trainer", "command") == TORCHTUNE_ENTRYPOINT:
+    if dig(trainjob, "spec", "trainer", "command") == TORCHTUNE_ENTRYPOINT:
         raise UnsupportedRuntime("the torchtune entrypoint is not rendered")
 
 
@@ -238,11 +163,11 @@ def _pod_counts(
     trainjob: Mapping[str, Any], spec: JsonObj, ml_policy: Mapping[str, Any] | None
 ) -> list[int]:
     """Pods per Job of each replicated job, after the ML policy plugins."""
-    num_nodes = _dig(trainjob, "spec", "trainer", "numNodes")
+    num_nodes = dig(trainjob, "spec", "trainer", "numNodes")
     counts = []
     for rjob in spec.get("replicatedJobs") or []:
-        count = int(_dig(rjob, "template", "spec", "parallelism") or 1)
-        if _ancestor(rjob) == TRAINER:
+        count = int(dig(rjob, "template", "spec", "parallelism") or 1)
+        if _ancestor(rjob) == TRAINER_STEP:
             if ml_policy is not None:
                 count = int(ml_policy.get("numNodes") or 1)
             if num_nodes is not None:  # PlainML / Torch: the TrainJob's numNodes wins
@@ -265,10 +190,10 @@ def _merge_resources(rjob: JsonObj, per_node: Mapping[str, Any]) -> None:
 
 def _num_proc_per_node(trainjob: Mapping[str, Any], trainer_rjob: JsonObj | None) -> str:
     """``PET_NPROC_PER_NODE`` as the v2.2+ torch plugin computes it."""
-    explicit = _dig(trainjob, "spec", "trainer", "numProcPerNode")
+    explicit = dig(trainjob, "spec", "trainer", "numProcPerNode")
     if explicit is not None:
         return str(explicit)
-    resources: Any = _dig(trainjob, "spec", "trainer", "resourcesPerNode")
+    resources: Any = dig(trainjob, "spec", "trainer", "resourcesPerNode")
     if resources is None and trainer_rjob is not None:
         node = _node_container(trainer_rjob)
         resources = (node or {}).get("resources")
@@ -293,7 +218,7 @@ def _torch_env(name: str, nodes: int, nproc: str) -> list[JsonObj]:
         {"name": "PET_NNODES", "value": str(nodes)},
         {"name": "PET_NPROC_PER_NODE", "value": nproc},
         {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_PATH}}},
-        {"name": "PET_MASTER_ADDR", "value": f"{name}-{NODE}-0-0.{name}"},
+        {"name": "PET_MASTER_ADDR", "value": f"{name}-{NODE_CONTAINER}-0-0.{name}"},
         {"name": "PET_MASTER_PORT", "value": str(TRAINER_PORT)},
     ]
 
@@ -331,21 +256,21 @@ def render(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> tuple[Jso
     """The JobSet Trainer v2.3 applies for ``trainjob`` on ``runtime``, and its pod sets."""
     meta = trainjob.get("metadata") or {}
     name, namespace = str(meta.get("name", "")), meta.get("namespace")
-    ml_policy = _dig(runtime, "spec", "mlPolicy")
+    ml_policy = dig(runtime, "spec", "mlPolicy")
     if ml_policy is not None:
         _check_supported(trainjob, ml_policy)
     torch = isinstance(ml_policy, Mapping) and ml_policy.get("torch") is not None
     template = merged_template(trainjob, runtime)
     spec = template["spec"]
     rjobs: list[JsonObj] = spec["replicatedJobs"]
-    trainer = _dig(trainjob, "spec", "trainer")
-    per_node = _dig(trainer, "resourcesPerNode")
+    trainer = dig(trainjob, "spec", "trainer")
+    per_node = dig(trainer, "resourcesPerNode")
     if per_node is not None and ml_policy is not None:
         for rjob in rjobs:
-            if _ancestor(rjob) == TRAINER:
+            if _ancestor(rjob) == TRAINER_STEP:
                 _merge_resources(rjob, per_node)
     counts = _pod_counts(trainjob, spec, ml_policy)
-    trainer_at = next((i for i, rj in enumerate(rjobs) if _ancestor(rj) == TRAINER), None)
+    trainer_at = next((i for i, rj in enumerate(rjobs) if _ancestor(rj) == TRAINER_STEP), None)
     trainer_rjob = rjobs[trainer_at] if trainer_at is not None else None
     if trainer_rjob is not None and trainer is not None:
         node = _node_container(trainer_rjob)
@@ -357,22 +282,22 @@ def render(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> tuple[Jso
                 ports = node.setdefault("ports", [])
                 upsert(ports, {"containerPort": TRAINER_PORT}, _same_port)
     pod_labels: dict[str, str] = {}
-    if _dig(runtime, "spec", "podGroupPolicy", "coscheduling") is not None:
+    if dig(runtime, "spec", "podGroupPolicy", "coscheduling") is not None:
         pod_labels[POD_GROUP_LABEL] = name
-    elif _dig(runtime, "spec", "podGroupPolicy", "volcano") is not None:
+    elif dig(runtime, "spec", "podGroupPolicy", "volcano") is not None:
         raise UnsupportedRuntime("podGroupPolicy.volcano is not rendered")
     for rjob, count in zip(rjobs, counts, strict=True):
         job_spec = _ensure(rjob, "template", "spec")
         job_spec["parallelism"] = job_spec["completions"] = count
         step = _ancestor(rjob)
-        if step == TRAINER:
+        if step == TRAINER_STEP:
             _apply_trainer(rjob, trainer)
         elif step in (DATASET_INITIALIZER, MODEL_INITIALIZER):
             key = "dataset" if step == DATASET_INITIALIZER else "model"
-            _apply_initializer(rjob, step, _dig(trainjob, "spec", "initializer", key))
+            _apply_initializer(rjob, step, dig(trainjob, "spec", "initializer", key))
         if pod_labels:
             _ensure(job_spec, "template", "metadata", "labels").update(pod_labels)
-    suspend = _dig(trainjob, "spec", "suspend")
+    suspend = dig(trainjob, "spec", "suspend")
     if suspend is not None:
         spec["suspend"] = suspend
     metadata: JsonObj = {"name": name}
@@ -389,7 +314,7 @@ def render(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> tuple[Jso
             _ancestor(rj),
             int(rj.get("replicas") or 1),
             count,
-            copy.deepcopy(_dig(rj, "template", "spec", "template") or {}),
+            copy.deepcopy(dig(rj, "template", "spec", "template") or {}),
         )
         for rj, count in zip(rjobs, counts, strict=True)
     ]

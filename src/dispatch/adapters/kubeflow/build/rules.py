@@ -15,21 +15,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dispatch.adapters.kubeflow.build.settings import KubeflowSettings, PublishVia
-from dispatch.adapters.kubeflow.objects import (
+from dispatch.adapters.kubeflow.build.runtime import (
     ANCESTOR_LABEL,
     NODE_CONTAINER,
     TRAINER_STEP,
     ReplicatedJob,
-    as_list,
-    dig,
-    is_int,
     ml_policies,
-    names_of,
     replicated_jobs,
     runtime_identity,
-    show,
 )
+from dispatch.adapters.kubeflow.build.settings import KubeflowSettings, PublishVia
+from dispatch.adapters.kubeflow.objects import as_list, dig, is_int, names_of, show
 from dispatch.model import Capability, Reason
 
 ALLOW_LIST = "allow-list"

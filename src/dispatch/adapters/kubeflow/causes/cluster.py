@@ -9,28 +9,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet, History, parse_time, text_of
+from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet, History
 from dispatch.adapters.kubeflow.causes.facts import (
     Fact,
     Facts,
     Wait,
-    annotations_of,
-    as_int,
-    condition,
-    conditions,
-    created,
-    is_true,
-    labels_of,
     one_line,
     pod_rank,
     proof,
     rank_from_pod_name,
     sighting_time,
-    when,
     where,
 )
 from dispatch.adapters.kubeflow.causes.pods import SKEW, finished_at, node_of
-from dispatch.adapters.kubeflow.objects import dig
+from dispatch.adapters.kubeflow.objects import (
+    annotations_of,
+    as_int,
+    condition,
+    conditions,
+    created,
+    dig,
+    is_true,
+    labels_of,
+    parse_time,
+    text_of,
+    when,
+)
 from dispatch.model import Cause, Evidence
 
 #: the Kueue label that puts a TrainJob in a LocalQueue (D.3)

@@ -24,25 +24,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from dispatch.adapters.kubeflow.build.trainjob import LABEL_QUEUE
-from dispatch.adapters.kubeflow.objects import dig
+from dispatch.adapters.kubeflow.objects import dig, true_condition
 from dispatch.model import Cause, Evidence, Outcome, State
 
 ANNOTATION_CANCELLED_BY = "dispatch.dev/cancelled-by"
 ANNOTATION_CANCEL_REASON = "dispatch.dev/cancel-reason"
 #: why dispatch deleted a TrainJob whose attempt was over (``live.verdict.Verdicts.must_retire``)
 ANNOTATION_RETIRED = "dispatch.dev/retired"
-
-
-def _condition(trainjob: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    conditions = dig(trainjob, "status", "conditions")
-    for condition in conditions if isinstance(conditions, list) else []:
-        if (
-            isinstance(condition, Mapping)
-            and condition.get("type") == kind
-            and condition.get("status") == "True"
-        ):
-            return condition
-    return None
 
 
 def _name(trainjob: Mapping[str, Any]) -> str:
@@ -70,11 +58,11 @@ def _condition_evidence(
 def trainjob_outcome(trainjob: Mapping[str, Any], observed_at: float) -> Outcome:
     """The coarse outcome of the attempt this TrainJob runs (see the module table)."""
     name = _name(trainjob)
-    complete = _condition(trainjob, "Complete")
+    complete = true_condition(trainjob, "Complete")
     if complete is not None:
         evidence = (_condition_evidence(trainjob, complete, observed_at),)
         return Outcome(State.SUCCEEDED, summary=f"TrainJob {name} completed", evidence=evidence)
-    failed = _condition(trainjob, "Failed")
+    failed = true_condition(trainjob, "Failed")
     if failed is not None:
         evidence = (_condition_evidence(trainjob, failed, observed_at),)
         detail = ": ".join(str(p) for p in (failed.get("reason"), failed.get("message")) if p)

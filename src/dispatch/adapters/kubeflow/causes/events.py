@@ -14,26 +14,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from dispatch.adapters.kubeflow.causes.cluster import EVICTIONS
-from dispatch.adapters.kubeflow.causes.evidence import (
-    History,
-    Ref,
-    event_subject,
-    format_time,
-    text_of,
-)
+from dispatch.adapters.kubeflow.causes.evidence import History, Ref, event_subject
 from dispatch.adapters.kubeflow.causes.facts import (
     Fact,
     Facts,
     Wait,
-    as_int,
-    created,
     one_line,
     proof,
     rank_from_pod_name,
-    when,
     where,
 )
-from dispatch.adapters.kubeflow.objects import dig
+from dispatch.adapters.kubeflow.objects import as_int, created, dig, format_time, text_of, when
 from dispatch.model import Cause
 
 _STARTED = re.compile(r"^Started container (?P<name>\S+)")

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from dispatch.adapters.kubeflow.objects import as_list, dig
+from dispatch.adapters.kubeflow.objects import as_list, dig, text_of
 from dispatch.model import Evidence
 
 #: the key suffix of a record saying the object was deleted (its ``data`` is the last state)
@@ -33,49 +32,6 @@ DELETED_SUFFIX = "#deleted"
 KINDS = {
     kind.lower(): kind for kind in ("TrainJob", "JobSet", "Job", "Pod", "Event", "Workload", "Node")
 }
-
-
-def parse_time(value: Any) -> float | None:
-    """An RFC 3339 timestamp as seconds since the epoch; None when absent or unreadable.
-
-    A ``datetime`` (what a YAML loader makes of an unquoted timestamp) is accepted too.
-    """
-    if isinstance(value, datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
-        try:
-            return moment.timestamp()
-        except (OverflowError, OSError, ValueError):
-            return None
-    if not isinstance(value, str) or not value:
-        return None
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    try:
-        return moment.timestamp()
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
-def format_time(at: float | None) -> str | None:
-    """Seconds since the epoch as RFC 3339 UTC (what Kubernetes writes), None for None."""
-    if at is None:
-        return None
-    try:
-        return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
-def text_of(value: Any) -> str:
-    """A string field, or "" when absent or not a string."""
-    return value if isinstance(value, str) else ""
 
 
 def object_kind(obj: Any, fallback: str = "") -> str:

@@ -12,12 +12,20 @@ raises on malformed input.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dispatch.adapters.kubeflow.causes.evidence import Ref, Sighting, format_time, parse_time
-from dispatch.adapters.kubeflow.objects import as_list, dig, is_int
+from dispatch.adapters.kubeflow.causes.evidence import Ref, Sighting
+from dispatch.adapters.kubeflow.objects import (
+    annotations_of,
+    as_int,
+    created,
+    dig,
+    format_time,
+    labels_of,
+    latest_condition_time,
+)
 from dispatch.model import Cause, Evidence
 
 #: the pod label/annotation holding a pod's index in its Indexed Job (= PET_NODE_RANK)
@@ -119,53 +127,6 @@ class Facts:
 # --- reading helpers -------------------------------------------------------------------------
 
 
-def conditions(obj: Any) -> Iterator[Mapping[str, Any]]:
-    """``status.conditions`` entries that are mappings."""
-    for item in as_list(dig(obj, "status", "conditions")) or []:
-        if isinstance(item, Mapping):
-            yield item
-
-
-def condition(obj: Any, kind: str) -> Mapping[str, Any] | None:
-    """The condition of type ``kind``, or None."""
-    for item in conditions(obj):
-        if item.get("type") == kind:
-            return item
-    return None
-
-
-def is_true(cond: Mapping[str, Any] | None) -> bool:
-    return cond is not None and cond.get("status") == "True"
-
-
-def when(cond: Any, *keys: str) -> float | None:
-    """The first of ``keys`` (default ``lastTransitionTime``) that holds a readable time."""
-    for key in keys or ("lastTransitionTime",):
-        at = parse_time(dig(cond, key))
-        if at is not None:
-            return at
-    return None
-
-
-def labels_of(obj: Any) -> Mapping[str, Any]:
-    labels = dig(obj, "metadata", "labels")
-    return labels if isinstance(labels, Mapping) else {}
-
-
-def annotations_of(obj: Any) -> Mapping[str, Any]:
-    annotations = dig(obj, "metadata", "annotations")
-    return annotations if isinstance(annotations, Mapping) else {}
-
-
-def as_int(value: Any) -> int | None:
-    """An int, or a string of digits, as int; None otherwise."""
-    if is_int(value):
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
-
-
 def pod_rank(pod: Any, name: str = "") -> int | None:
     """The pod's completion index (its node rank): label, annotation, else its name."""
     for source in (labels_of(pod), annotations_of(pod)):
@@ -179,15 +140,6 @@ def rank_from_pod_name(name: str) -> int | None:
     """The index in a Job pod's generated name ``<job>-<index>-<5 random>``, else None."""
     match = _POD_NAME.match(name)
     return int(match.group("index")) if match else None
-
-
-def created(obj: Any) -> float | None:
-    return parse_time(dig(obj, "metadata", "creationTimestamp"))
-
-
-def latest_condition_time(obj: Any) -> float | None:
-    times = [t for t in (when(c) for c in conditions(obj)) if t is not None]
-    return max(times) if times else None
 
 
 def sighting_time(sighting: Sighting) -> float | None:

@@ -17,23 +17,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dispatch.adapters.kubeflow.causes.evidence import History, Sighting, parse_time, text_of
+from dispatch.adapters.kubeflow.causes.evidence import History, Sighting
 from dispatch.adapters.kubeflow.causes.facts import (
     Fact,
     Facts,
     Wait,
-    as_int,
-    conditions,
-    created,
-    labels_of,
     one_line,
     pod_rank,
     proof,
     sighting_time,
-    when,
     where,
 )
-from dispatch.adapters.kubeflow.objects import as_list, dig
+from dispatch.adapters.kubeflow.objects import (
+    as_int,
+    as_list,
+    conditions,
+    created,
+    dig,
+    labels_of,
+    parse_time,
+    text_of,
+    when,
+)
 from dispatch.model import Cause
 
 #: seconds of clock difference between nodes and the control plane that ordering tolerates

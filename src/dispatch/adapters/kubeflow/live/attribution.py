@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from dispatch.adapters.kubeflow.api.kinds import JOBSET_NAME, WORKLOAD_JOB_UID
-from dispatch.adapters.kubeflow.causes.evidence import event_subject, object_kind, text_of
-from dispatch.adapters.kubeflow.objects import as_list, dig
+from dispatch.adapters.kubeflow.causes.evidence import event_subject, object_kind
+from dispatch.adapters.kubeflow.objects import as_list, dig, text_of
 
 TrainJobRef = tuple[str, str]  # (namespace, name)
 #: events about unknown objects kept for later attribution

@@ -83,10 +83,10 @@ from dispatch.adapters.kubeflow.api.kinds import (
 )
 from dispatch.adapters.kubeflow.api.listwatch import list_pages, watch_raw
 from dispatch.adapters.kubeflow.build.trainjob import LABEL_JOB
-from dispatch.adapters.kubeflow.causes.evidence import DELETED_SUFFIX, object_evidence, text_of
+from dispatch.adapters.kubeflow.causes.evidence import DELETED_SUFFIX, object_evidence
 from dispatch.adapters.kubeflow.live.attribution import Attribution, TrainJobRef
 from dispatch.adapters.kubeflow.live.laststate import LastStates, share, version_of
-from dispatch.adapters.kubeflow.objects import dig
+from dispatch.adapters.kubeflow.objects import dig, text_of
 from dispatch.clock import Clock
 from dispatch.model import Evidence, Forbidden, NotFound, TransientError
 

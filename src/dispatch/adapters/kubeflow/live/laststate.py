@@ -25,9 +25,8 @@ import sys
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from dispatch.adapters.kubeflow.causes.evidence import text_of
 from dispatch.adapters.kubeflow.live.attribution import TrainJobRef
-from dispatch.adapters.kubeflow.objects import dig
+from dispatch.adapters.kubeflow.objects import dig, text_of
 
 #: one entry: (resourceVersion, the last state or None, the TrainJobs it is evidence for)
 Entry = tuple[str, Mapping[str, Any] | None, tuple[TrainJobRef, ...]]

@@ -30,9 +30,9 @@ from dispatch.adapters.kubeflow.api.kinds import (
     WORKLOADS,
 )
 from dispatch.adapters.kubeflow.api.listwatch import list_pages
-from dispatch.adapters.kubeflow.causes.evidence import object_evidence, text_of
+from dispatch.adapters.kubeflow.causes.evidence import object_evidence
 from dispatch.adapters.kubeflow.live.attribution import Attribution
-from dispatch.adapters.kubeflow.objects import dig
+from dispatch.adapters.kubeflow.objects import dig, text_of
 from dispatch.model import Evidence, Forbidden, NotFound
 
 

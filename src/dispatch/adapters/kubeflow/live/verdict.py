@@ -31,20 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatch.adapters.kubeflow.causes.decide import Diagnosis, Inputs, diagnose
-from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet, text_of
-from dispatch.adapters.kubeflow.objects import dig
+from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet
+from dispatch.adapters.kubeflow.objects import dig, text_of, true_condition
 from dispatch.model import Cause, Evidence, Outcome, State
 
 #: seconds a terminal outcome must hold before it is reported when the streams cannot say
 #: they caught up with it
 DEFAULT_SETTLE = 120.0
-
-
-def _condition_true(obj: Mapping[str, Any] | None, kind: str) -> bool:
-    for cond in dig(obj, "status", "conditions") or []:
-        if isinstance(cond, Mapping) and cond.get("type") == kind and cond.get("status") == "True":
-            return True
-    return False
 
 
 @dataclass
@@ -215,7 +208,7 @@ class Verdicts:
         if standing.final.state is State.SUCCEEDED:
             return None
         suspended = dig(trainjob, "spec", "suspend") is True  # Kueue resumes what it suspended
-        finished = _condition_true(trainjob, "Failed") or _condition_true(trainjob, "Complete")
+        finished = any(true_condition(trainjob, kind) for kind in ("Failed", "Complete"))
         if finished and not suspended:
             return None
         cause = standing.final.cause.value if standing.final.cause else "?"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dispatch.adapters.kubeflow.build.jobset import quantity_value
+from dispatch.model.units import quantity_value
 from dispatch.testing.k8s.controllers.base import (
     Key,
     Reconciler,

@@ -18,13 +18,12 @@ import re
 from typing import Any
 
 from dispatch.adapters.kubeflow.build.jobset import (
-    ANCESTOR_LABEL,
     DATASET_INITIALIZER,
     MODEL_INITIALIZER,
-    NODE,
     TORCH_RESERVED_ENV,
     merged_template,
 )
+from dispatch.adapters.kubeflow.build.runtime import ANCESTOR_LABEL, NODE_CONTAINER
 from dispatch.testing.k8s.admission import AdmissionRequest
 from dispatch.testing.k8s.errors import ApiError, FieldError
 from dispatch.testing.k8s.meta import rfc3339
@@ -32,7 +31,7 @@ from dispatch.testing.k8s.meta import rfc3339
 JsonObj = dict[str, Any]
 GROUP = "trainer.kubeflow.org"
 _DOMAIN_PATH = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/.+$")
-_NO_ENV = (NODE, DATASET_INITIALIZER, MODEL_INITIALIZER)
+_NO_ENV = (NODE_CONTAINER, DATASET_INITIALIZER, MODEL_INITIALIZER)
 PATCHES = "spec.runtimePatches"
 
 
@@ -160,7 +159,7 @@ def _patch_rules(runtime: JsonObj, tj: JsonObj) -> list[FieldError]:
                     )
                 elif c.get("env") and c.get("name") in _NO_ENV:
                     bad(
-                        f"must not have envs for the {DATASET_INITIALIZER}, {MODEL_INITIALIZER}, {NODE} containers"
+                        f"must not have envs for the {DATASET_INITIALIZER}, {MODEL_INITIALIZER}, {NODE_CONTAINER} containers"
                     )
     return errors
 
