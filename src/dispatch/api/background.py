@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dispatch import aio
 from dispatch.api.environment import Environment
 from dispatch.supervise import Supervisor, fold, load_history
 
@@ -74,7 +75,7 @@ async def supervise_until_idle(env: Environment) -> None:
     try:
         await supervisor.run(stop, until_idle=True)
     finally:
-        watcher.cancel()
+        await aio.stop(watcher)
         records.close()
 
 

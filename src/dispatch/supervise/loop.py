@@ -14,11 +14,11 @@ Guarantees (see docs/design/0002-supervisor.md):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 from collections.abc import Callable, Collection
 
 from dispatch.adapters.base import Adapter
+from dispatch.aio import first_of
 from dispatch.clock import Clock
 from dispatch.model import (
     AttemptHandle,
@@ -409,14 +409,7 @@ class Supervisor:
         return [a.handle for a in self.records.live_attempts() if a.handle is not None]
 
     async def _pause(self, stop: asyncio.Event, seconds: float) -> None:
-        waiters = {
-            asyncio.ensure_future(self.clock.sleep(max(0.0, seconds))),
-            asyncio.ensure_future(stop.wait()),
-            asyncio.ensure_future(self.watcher.changed.wait()),
-        }
-        _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        for task in pending:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await first_of(
+            self.clock.sleep(max(0.0, seconds)), stop.wait(), self.watcher.changed.wait()
+        )
         self.watcher.changed.clear()

@@ -11,12 +11,12 @@ not make the supervisor re-read every open job.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from dispatch.adapters.base import Adapter
+from dispatch.aio import stop
 from dispatch.model import AttemptHandle, DispatchError, Observation
 
 Key = tuple[str, int, str]
@@ -114,6 +114,4 @@ class Watcher:
         tasks = list(self._tasks.values())
         for cluster in list(self._tasks):
             self._stop(cluster)
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop(*tasks)

@@ -23,6 +23,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dispatch.aio import stop
 from dispatch.clock import Clock
 
 if TYPE_CHECKING:
@@ -45,8 +46,7 @@ async def readable(fd: int, timer: Coroutine[Any, Any, None]) -> bool:
         return ready.done()
     finally:
         loop.remove_reader(fd)
-        sleeper.cancel()
-        ready.cancel()
+        await stop(sleeper, ready)
 
 
 class Changes:

@@ -13,7 +13,6 @@ lossless, so typed models are not used for Trainer objects). Every failure leave
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import weakref
 from collections.abc import AsyncIterator, Mapping
@@ -27,6 +26,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config.config_exception import ConfigException
 
 from dispatch.adapters.kubeflow.api.errors import API_FAILURES, translate
+from dispatch.aio import stop
 from dispatch.model import ConfigError, NotFound, TransientError
 
 JsonObj = dict[str, Any]
@@ -177,10 +177,7 @@ class Connection:
         """Close the running loop's client (the next ``session()`` makes a new one)."""
         found = self._clients.get(asyncio.get_running_loop())
         if found is not None:
-            keeper = found[1]
-            keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
+            await stop(found[1])
 
 
 class Session:

@@ -67,7 +67,6 @@ record under the TrainJob it concerns (``attribution.Attribution``). Guarantees:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
@@ -87,6 +86,7 @@ from dispatch.adapters.kubeflow.causes.evidence import DELETED_SUFFIX, object_ev
 from dispatch.adapters.kubeflow.live.attribution import Attribution, TrainJobRef
 from dispatch.adapters.kubeflow.live.laststate import LastStates, share, version_of
 from dispatch.adapters.kubeflow.objects import dig, text_of
+from dispatch.aio import stop
 from dispatch.clock import Clock
 from dispatch.model import Evidence, Forbidden, NotFound, TransientError
 
@@ -639,13 +639,8 @@ class Capture:
     async def close(self) -> None:
         """Stop every stream and close the session."""
         self._stop.set()
-        held = [task for task in (self._opened, self._beating) if task is not None]
-        tasks = [*self._tasks, *self._checks.values(), *held]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, TransientError):
-                await task
+        tasks = [*self._tasks, *self._checks.values(), self._opened, self._beating]
+        await stop(*tasks, also=(TransientError,))
         self._tasks.clear()
         self._checks.clear()
         self._streams.clear()

@@ -21,12 +21,12 @@ The iteration ends once every handle has a terminal outcome and nothing is left 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
 from dispatch.adapters.kubeflow.live.attribution import TrainJobRef
 from dispatch.adapters.kubeflow.live.capture import Capture, Sleep
 from dispatch.adapters.kubeflow.live.verdict import Verdicts
+from dispatch.aio import first_of
 from dispatch.clock import Clock
 from dispatch.model import (
     AttemptHandle,
@@ -192,12 +192,4 @@ async def _retire_due(
 
 
 async def _wait(event: asyncio.Event, sleep: Sleep, seconds: float) -> None:
-    waiter = asyncio.ensure_future(event.wait())
-    timer = asyncio.ensure_future(sleep(seconds))
-    try:
-        await asyncio.wait({waiter, timer}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (waiter, timer):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    await first_of(event.wait(), sleep(seconds))
