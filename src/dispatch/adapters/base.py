@@ -11,6 +11,10 @@ iterator); none blocks the event loop. Errors raised are from ``dispatch.model.e
 * ``PermanentError`` (``NotFound``, ``Forbidden``, ``InvalidSpec``) — retrying cannot help.
 
 Third-party exceptions never escape an adapter.
+
+Optional features are named Protocols below, each detected with ``isinstance`` (never with
+``getattr``): ``OutputReader``, ``IdentityWeakener``, ``Holder``, ``HeldStarter`` and
+``EvidenceSeeder``. The conformance suite checks each feature an adapter has.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dispatch.config import ClusterConfig
 from dispatch.model import (
     AttemptHandle,
     CapabilityReport,
+    Evidence,
     Job,
     JobSpec,
     Observation,
@@ -137,4 +142,35 @@ class Holder(Protocol):
 
     async def release(self, handle: AttemptHandle) -> None:
         """Let a held attempt start. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class HeldStarter(Protocol):
+    """Optional: schedulers that can create an attempt held, accepted but not started.
+
+    ``start(job, attempt, held=True)`` makes the attempt exist on the scheduler (a suspended
+    TrainJob, a held Slurm job) without letting any rank run; it is observed ``held`` (or
+    ``queued``) until something releases it, and ``cancel`` removes it like any attempt. The
+    other guarantees of ``Adapter.start`` hold unchanged (idempotent; adopting an existing
+    attempt leaves it as it is). ``plan(job, attempt, held=True)`` is its dry run.
+    """
+
+    #: always True; marks the feature, since ``isinstance`` cannot see a keyword argument
+    starts_held: bool
+
+    async def plan(self, job: Job, attempt: int, *, held: bool = False) -> Plan: ...
+
+    async def start(self, job: Job, attempt: int, *, held: bool = False) -> AttemptHandle: ...
+
+
+@runtime_checkable
+class EvidenceSeeder(Protocol):
+    """Optional: adapters that derive outcomes over evidence the cluster may have deleted
+    since it was recorded, and so want the records store's evidence of an attempt back."""
+
+    def seed_evidence(self, handle: AttemptHandle, evidence: Sequence[Evidence]) -> None:
+        """Evidence recorded earlier for this attempt (by this or another process), handed
+        back before the attempt is observed or watched. Idempotent: a record seen twice
+        counts once. Never blocks and never raises for evidence it cannot read."""
         ...

@@ -13,8 +13,15 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from dispatch.adapters.base import Adapter, Holder, IdentityWeakener, OutputReader
-from dispatch.conformance.fixture import AdapterFixture, Skip, require
+from dispatch.adapters.base import (
+    Adapter,
+    EvidenceSeeder,
+    HeldStarter,
+    Holder,
+    IdentityWeakener,
+    OutputReader,
+)
+from dispatch.conformance.fixture import AdapterFixture, ConformanceFailure, Skip, require
 from dispatch.model import (
     AttemptHandle,
     Cause,
@@ -270,6 +277,55 @@ async def holder(fx: AdapterFixture) -> None:
     await adapter.hold(handle)  # an ended attempt: idempotent, no error
 
 
+async def held_starter(fx: AdapterFixture) -> None:
+    adapter = fx.make_adapter()
+    if not isinstance(adapter, HeldStarter):
+        raise Skip(f"{adapter.kind} has no HeldStarter: it cannot create an attempt held")
+    job = fx.job(fx.succeeds, "held")
+    plan = await adapter.plan(job, 1, held=True)
+    require(plan.accepted, f"the held plan is refused: {plan.capabilities.refusals}")
+    handle = await adapter.start(job, 1, held=True)
+    try:
+        second = fx.make_adapter()
+        if not isinstance(second, HeldStarter):
+            raise ConformanceFailure("a second instance of the adapter is not a HeldStarter")
+        again = await second.start(job, 1, held=True)
+        require(_same_attempt(handle, again), "a second held start did not adopt the first")
+        waited = 0.0
+        while waited < fx.patience / 4:  # long enough for a started attempt to run or end
+            seen = await adapter.observe(handle)
+            require(
+                seen.state in (State.HELD, State.QUEUED),
+                f"a held attempt is {seen.state.value}, not held or queued",
+            )
+            await fx.advance(fx.poll)
+            waited += fx.poll
+    finally:
+        await _stop(adapter, handle)
+    end = await fx.wait_end(adapter, handle)
+    require(end.state is State.CANCELLED, f"a cancelled held attempt ended {end.state.value}")
+
+
+async def evidence_seeder(fx: AdapterFixture) -> None:
+    adapter = fx.make_adapter()
+    if not isinstance(adapter, EvidenceSeeder):
+        raise Skip(f"{adapter.kind} has no EvidenceSeeder: it needs no recorded evidence back")
+    handle = await adapter.start(fx.job(fx.fails, "seed"), 1)
+    ended = await fx.wait_end(adapter, handle)
+    fresh = fx.make_adapter()
+    if not isinstance(fresh, EvidenceSeeder):
+        raise ConformanceFailure("a second instance of the adapter is not an EvidenceSeeder")
+    evidence = [*ended.evidence, *ended.outcome.evidence]
+    fresh.seed_evidence(handle, evidence)
+    fresh.seed_evidence(handle, evidence)  # idempotent
+    seen = await fresh.observe(handle)
+    require(
+        (seen.state, seen.outcome.cause) == (ended.state, ended.outcome.cause),
+        f"seeded, the attempt reads {seen.state.value}/{seen.outcome.cause}, "
+        f"not {ended.state.value}/{ended.outcome.cause}",
+    )
+
+
 async def identity_weakener(fx: AdapterFixture) -> None:
     adapter = fx.make_adapter()
     if not isinstance(adapter, IdentityWeakener):
@@ -302,5 +358,7 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check("output_reader", "optional: per-rank output, NotFound for unknown ranks", output_reader),
     Check("holder", "optional: hold refuses running attempts; idempotent", holder),
+    Check("held_starter", "optional: a held start runs nothing until released", held_starter),
+    Check("evidence_seeder", "optional: seeded evidence reads the same end", evidence_seeder),
     Check("identity_weakener", "optional: a weakened identity has a reason", identity_weakener),
 )

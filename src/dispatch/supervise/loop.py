@@ -17,7 +17,7 @@ import asyncio
 import math
 from collections.abc import Callable, Collection
 
-from dispatch.adapters.base import Adapter
+from dispatch.adapters.base import Adapter, EvidenceSeeder
 from dispatch.aio import first_of
 from dispatch.clock import Clock
 from dispatch.model import (
@@ -284,14 +284,14 @@ class Supervisor:
 
     def _seed(self, job: Job, attempt: int, handle: AttemptHandle) -> None:
         """Once per attempt and process: hand the recorded evidence back to an adapter that
-        derives outcomes over it (``seed_evidence``), since the cluster may have deleted it."""
+        derives outcomes over it (``EvidenceSeeder``), since the cluster may have deleted it."""
         key = (job.id, attempt)
         if key in self._seeded:
             return
         self._seeded.add(key)
-        seed = getattr(self.adapter(job.cluster), "seed_evidence", None)
-        if callable(seed):
-            seed(handle, self.records.evidence(job.id, attempt))
+        adapter = self.adapter(job.cluster)
+        if isinstance(adapter, EvidenceSeeder):
+            adapter.seed_evidence(handle, self.records.evidence(job.id, attempt))
 
     async def _observe(self, job: Job, attempt: int, handle: AttemptHandle) -> bool:
         self._seed(job, attempt, handle)

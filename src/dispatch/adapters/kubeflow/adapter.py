@@ -85,6 +85,7 @@ class KubeflowAdapter:
     """One Kubeflow cluster (a kubeconfig context and a namespace). An ``IdentityWeakener``."""
 
     kind = "kubeflow"
+    starts_held = True  # ``HeldStarter``: a held attempt is a suspended TrainJob
 
     def __init__(
         self,

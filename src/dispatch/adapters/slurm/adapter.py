@@ -86,6 +86,7 @@ class SlurmAdapter:
     """One Slurm cluster. Also an ``OutputReader`` and a ``Holder``."""
 
     kind = "slurm"
+    starts_held = True  # ``HeldStarter``: a held attempt is a held Slurm job
 
     def __init__(
         self, cluster: ClusterConfig, context: AdapterContext, *, runner: Runner | None = None
