@@ -3,14 +3,15 @@
 from pathlib import Path
 
 from dispatch.records.base import (
-    HOLD_REQUESTED,
     AttemptRecord,
     CancelRequest,
     Intent,
+    IntentOperation,
     IntentStatus,
     JobRecord,
     Lease,
     LogEntry,
+    LogKind,
     Records,
     submission_hold_summary,
 )
@@ -26,14 +27,15 @@ def database_path(state_dir: Path) -> Path:
 
 __all__ = [
     "DATABASE_NAME",
-    "HOLD_REQUESTED",
     "AttemptRecord",
     "CancelRequest",
     "Intent",
+    "IntentOperation",
     "IntentStatus",
     "JobRecord",
     "Lease",
     "LogEntry",
+    "LogKind",
     "Records",
     "SchemaTooNew",
     "SqliteRecords",

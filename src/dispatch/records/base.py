@@ -15,8 +15,21 @@ from typing import Any, Protocol
 
 from dispatch.model import AttemptHandle, Cause, Evidence, Job, JobSpec, Outcome, State
 
-#: log entry kind written by ``create_job(..., held_by=...)``: a person asked for a hold
-HOLD_REQUESTED = "hold-requested"
+
+class LogKind(StrEnum):
+    """The kinds of entry in a job's log (``Records.append_log``), and who writes each."""
+
+    DECISION = "decision"  # the supervisor decided (``supervise.recording.log_decision``)
+    HOLD_REQUESTED = "hold-requested"  # ``create_job(..., held_by=...)``: a person asked
+    CANCEL_REQUESTED = "cancel-requested"  # ``request_cancel``: a person asked
+    RELEASE_REQUESTED = "release-requested"  # ``request_release``: a person asked
+
+
+class IntentOperation(StrEnum):
+    """The operations an intent is written before (``Records.open_intent``)."""
+
+    START = "start"  # create attempt ``attempt`` on the scheduler, or adopt it
+    CANCEL = "cancel"  # ask the scheduler to stop attempt ``attempt``
 
 
 def submission_hold_summary(job_id: str, actor: str) -> str:
@@ -112,7 +125,7 @@ class Records(Protocol):
 
         With ``held_by`` (who asked) the job is accepted *held*, in the same transaction: state
         ``held``, summary ``submission_hold_summary(id, held_by)``, and a log entry
-        ``HOLD_REQUESTED`` ``{"attempt": 0, "actor": held_by}``. No supervisor can see the job
+        ``LogKind.HOLD_REQUESTED`` ``{"attempt": 0, "actor": held_by}``. No supervisor can see the job
         without its hold, so none starts an attempt before a release."""
         ...
 
@@ -192,7 +205,7 @@ class Records(Protocol):
     def open_intent(
         self,
         job_id: str,
-        operation: str,
+        operation: IntentOperation,
         owner: str,
         *,
         attempt: int | None = None,

@@ -27,14 +27,15 @@ from dispatch.model import (
     State,
 )
 from dispatch.records.base import (
-    HOLD_REQUESTED,
     AttemptRecord,
     CancelRequest,
     Intent,
+    IntentOperation,
     IntentStatus,
     JobRecord,
     Lease,
     LogEntry,
+    LogKind,
     submission_hold_summary,
 )
 from dispatch.records.migrations import MIGRATIONS, SCHEMA_VERSION
@@ -145,7 +146,9 @@ class SqliteRecords:
                 ),
             )
             if held_by is not None:
-                self._append_log(db, job.id, HOLD_REQUESTED, {"attempt": 0, "actor": held_by})
+                self._append_log(
+                    db, job.id, LogKind.HOLD_REQUESTED, {"attempt": 0, "actor": held_by}
+                )
         return job
 
     @staticmethod
@@ -252,7 +255,9 @@ class SqliteRecords:
                 (actor, reason, now, job_id),
             ).rowcount
             if changed:
-                self._append_log(db, job_id, "cancel-requested", {"actor": actor, "reason": reason})
+                self._append_log(
+                    db, job_id, LogKind.CANCEL_REQUESTED, {"actor": actor, "reason": reason}
+                )
         return bool(changed)
 
     def request_release(self, job_id: str) -> int:
@@ -265,7 +270,7 @@ class SqliteRecords:
             count = int(
                 db.execute("SELECT release_count FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
             )
-            self._append_log(db, job_id, "release-requested", {"releases": count})
+            self._append_log(db, job_id, LogKind.RELEASE_REQUESTED, {"releases": count})
         return count
 
     # --- attempts -------------------------------------------------------------------------
@@ -425,7 +430,7 @@ class SqliteRecords:
     def open_intent(
         self,
         job_id: str,
-        operation: str,
+        operation: IntentOperation,
         owner: str,
         *,
         attempt: int | None = None,

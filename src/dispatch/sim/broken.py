@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dispatch.model import AttemptHandle
-from dispatch.records import Intent, IntentStatus
+from dispatch.records import Intent, IntentOperation, IntentStatus
 from dispatch.sim.store import SimRecords
 
 SKIP_INTENT = "skip-intent"
@@ -30,7 +30,7 @@ class SkipIntentRecords(SimRecords):
     def open_intent(
         self,
         job_id: str,
-        operation: str,
+        operation: IntentOperation,
         owner: str,
         *,
         attempt: int | None = None,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from dispatch.adapters.memory import Execution, MemoryScheduler
 from dispatch.clock import Clock
 from dispatch.model import Action, Cause, State
-from dispatch.records import HOLD_REQUESTED
+from dispatch.records import LogKind
 from dispatch.sim.driver import Call
 from dispatch.sim.store import SimRecords
 from dispatch.supervise import History, fold, load_history
@@ -63,7 +63,7 @@ def budget_problems(history: History) -> list[str]:
     problems: list[str] = []
     used: Counter[int] = Counter()
     held_at_submission = any(
-        e.kind == HOLD_REQUESTED and e.data.get("attempt") == 0 for e in history.log
+        e.kind == LogKind.HOLD_REQUESTED and e.data.get("attempt") == 0 for e in history.log
     )
     holds = 1 if attempts and held_at_submission else 0
     for record in attempts[:-1]:

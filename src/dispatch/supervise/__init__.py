@@ -1,6 +1,7 @@
-"""The supervisor: ``fold`` (history -> view), ``next`` (view + policy -> decision), the loop.
+"""The supervisor: ``fold`` (history -> view), ``next_decision`` (view + policy -> decision),
+the loop.
 
-``fold`` and ``next`` are pure; ``Supervisor`` carries decisions out through the adapters,
+``fold`` and ``next_decision`` are pure; ``Supervisor`` carries decisions out through the adapters,
 crash-safely (leases, intents written before any adapter call, reconciliation on start-up).
 See docs/design/0002-supervisor.md.
 """
@@ -15,9 +16,6 @@ from dispatch.supervise.loop import Supervisor
 from dispatch.supervise.report import JobReport, StepReport
 from dispatch.supervise.view import AttemptView, History, JobView, fold, last_decision, load_history
 
-#: the documented name; ``next_decision`` is the same function without shadowing the builtin
-next = next_decision
-
 __all__ = [
     "CANCEL_RESEND_AFTER",
     "AttemptView",
@@ -31,6 +29,5 @@ __all__ = [
     "fold",
     "last_decision",
     "load_history",
-    "next",
     "next_decision",
 ]

@@ -32,7 +32,7 @@ from dispatch.model import (
     TransientError,
     Unsupported,
 )
-from dispatch.records import Intent, IntentStatus, Lease, Records
+from dispatch.records import Intent, IntentOperation, IntentStatus, Lease, Records
 from dispatch.supervise.decide import Decision, DecisionKind, next_decision
 from dispatch.supervise.recording import (
     log_decision,
@@ -44,7 +44,6 @@ from dispatch.supervise.report import JobReport, StepReport
 from dispatch.supervise.view import JobView, fold, load_history
 from dispatch.supervise.watching import Watcher
 
-START, CANCEL = "start", "cancel"
 #: decisions carried out per job per pass at most (observe -> finish needs two)
 MAX_DECISIONS_PER_TICK = 4
 _QUIET = (DecisionKind.WAIT, DecisionKind.NOTHING)
@@ -125,12 +124,16 @@ class Supervisor:
         where = f"{intent.job_id}: open {intent.operation} intent #{intent.id}"
         attempts = {a.attempt: a for a in self.records.attempts(intent.job_id)}
         claimed = attempts.get(intent.attempt) if intent.attempt is not None else None
-        if intent.operation == START and claimed is None:
+        if intent.operation == IntentOperation.START and claimed is None:
             self.records.close_intent(
                 intent.id, status=IntentStatus.ROLLED_BACK, result={"reason": "never claimed"}
             )
             return f"{where}: attempt {intent.attempt} was never claimed; rolled back"
-        if intent.operation == START and claimed is not None and claimed.handle is None:
+        if (
+            intent.operation == IntentOperation.START
+            and claimed is not None
+            and claimed.handle is None
+        ):
             if claimed.outcome is not None and claimed.outcome.is_terminal:
                 self.records.close_intent(intent.id, result={"reason": "attempt already ended"})
                 return f"{where}: attempt {claimed.attempt} already ended; closed"
@@ -256,7 +259,11 @@ class Supervisor:
         if intent is None:
             lease = self._renew(job.id)
             intent = self.records.open_intent(
-                job.id, START, self.owner, attempt=attempt, data={"epoch": lease.epoch}
+                job.id,
+                IntentOperation.START,
+                self.owner,
+                attempt=attempt,
+                data={"epoch": lease.epoch},
             )
             if claim and not self.records.create_attempt(job.id, attempt):
                 self.records.close_intent(
@@ -308,7 +315,9 @@ class Supervisor:
     ) -> None:
         attempt = handle.attempt
         self._renew(job.id)
-        intent = self.records.open_intent(job.id, CANCEL, self.owner, attempt=attempt)
+        intent = self.records.open_intent(
+            job.id, IntentOperation.CANCEL, self.owner, attempt=attempt
+        )
         actor = view.cancel.actor if view.cancel else f"dispatch supervisor {self.owner}"
         reason = view.cancel.reason if view.cancel else decision.reason
         await self.adapter(job.cluster).cancel(handle, actor, reason)

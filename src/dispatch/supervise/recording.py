@@ -18,9 +18,9 @@ from dispatch.model import (
     State,
     Unsupported,
 )
-from dispatch.records import Records
+from dispatch.records import LogKind, Records
 from dispatch.supervise.decide import Decision
-from dispatch.supervise.view import DECISION, last_decision
+from dispatch.supervise.view import last_decision
 
 
 def log_decision(
@@ -30,7 +30,7 @@ def log_decision(
     data = decision.to_json()
     if data["attempt"] is None and attempt:
         data["attempt"] = attempt
-    records.append_log(job_id, DECISION, {**data, "owner": owner})
+    records.append_log(job_id, LogKind.DECISION, {**data, "owner": owner})
 
 
 def log_decision_once(

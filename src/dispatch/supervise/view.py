@@ -12,17 +12,13 @@ from typing import Any
 
 from dispatch.model import AttemptHandle, Cause, Outcome, RecoveryPolicy, State
 from dispatch.records import (
-    HOLD_REQUESTED,
     AttemptRecord,
     CancelRequest,
     JobRecord,
     LogEntry,
+    LogKind,
     Records,
 )
-
-#: log entry kinds written by the supervisor and by the store (``HOLD_REQUESTED`` too)
-DECISION = "decision"
-RELEASE_REQUESTED = "release-requested"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +108,12 @@ class JobView:
 
 
 def _decisions_for(log: Sequence[LogEntry], attempt: int) -> list[LogEntry]:
-    return [e for e in log if e.kind == DECISION and e.data.get("attempt") == attempt]
+    return [e for e in log if e.kind == LogKind.DECISION and e.data.get("attempt") == attempt]
 
 
 def _submission_hold(log: Sequence[LogEntry]) -> LogEntry | None:
     """The latest hold requested at submission (before attempt 1), if any."""
-    requests = [e for e in log if e.kind == HOLD_REQUESTED and e.data.get("attempt") == 0]
+    requests = [e for e in log if e.kind == LogKind.HOLD_REQUESTED and e.data.get("attempt") == 0]
     return requests[-1] if requests else None
 
 
@@ -151,7 +147,7 @@ def fold(history: History) -> JobView:
             elif action == "cancel":
                 cancel_sent_at = entry.at
     released = hold_seq is not None and any(
-        e.kind == RELEASE_REQUESTED and e.seq > hold_seq for e in history.log
+        e.kind == LogKind.RELEASE_REQUESTED and e.seq > hold_seq for e in history.log
     )
     held = hold_seq is not None and not released
 
@@ -172,6 +168,6 @@ def fold(history: History) -> JobView:
 def last_decision(log: Sequence[LogEntry]) -> Mapping[str, Any] | None:
     """The latest decision logged for a job (for ``dispatch status``), or None."""
     for entry in reversed(log):
-        if entry.kind == DECISION:
+        if entry.kind == LogKind.DECISION:
             return {**entry.data, "at": entry.at}
     return None
