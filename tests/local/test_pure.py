@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from dispatch.adapters.local.causes import derive
+from dispatch.adapters.local.causes import derive_outcome
 from dispatch.adapters.local.launch import build_launch
 from dispatch.model import Cause, Job, State, parse_spec
 
@@ -85,14 +85,14 @@ def test_first_failure_in_time_wins_and_stopped_peers_are_consequences() -> None
         ],
         [{"kind": "timeout", "at": 11.5, "limit": 60}],
     )
-    outcome = derive(status, None, runner_alive=False, now=20.0)
+    outcome = derive_outcome(status, None, runner_alive=False, now=20.0)
     assert (outcome.cause, outcome.first_failure.rank) == (Cause.APP_ERROR, 2)  # type: ignore[union-attr]
     assert outcome.first_failure.exit_code == 1  # type: ignore[union-attr]
 
 
 def test_a_crash_signal_is_an_application_error() -> None:
     status = _status([_process(0, 0, 10.0, signal=signal.SIGSEGV)])
-    outcome = derive(status, None, runner_alive=False, now=20.0)
+    outcome = derive_outcome(status, None, runner_alive=False, now=20.0)
     assert outcome.cause is Cause.APP_ERROR and outcome.first_failure.signal == signal.SIGSEGV  # type: ignore[union-attr]
 
 
@@ -102,23 +102,23 @@ def test_an_exit_on_a_node_with_a_kernel_oom_kill_is_out_of_memory() -> None:
         [_process(0, 0, 10.0, exitCode=1, rank=None)],
         [{"kind": "oom_kill", "node": 0, "count": 1, "at": 10.0}],
     )
-    outcome = derive(status, None, runner_alive=False, now=20.0)
+    outcome = derive_outcome(status, None, runner_alive=False, now=20.0)
     assert outcome.cause is Cause.OUT_OF_MEMORY
     assert {e.kind for e in outcome.evidence} == {"process", "oom_kill"}
 
 
 def test_a_runner_that_died_mid_attempt_means_node_lost_and_running_means_running() -> None:
     status = {**_status([_process(0, 0, None)]), "phase": "running"}
-    assert derive(status, None, runner_alive=True, now=5.0).state is State.RUNNING
+    assert derive_outcome(status, None, runner_alive=True, now=5.0).state is State.RUNNING
     lost = {"at": 6.0, "runnerPid": 1, "killed": [100]}
-    outcome = derive(status, lost, runner_alive=False, now=7.0)
+    outcome = derive_outcome(status, lost, runner_alive=False, now=7.0)
     assert (outcome.state, outcome.cause) == (State.FAILED, Cause.NODE_LOST)
     assert [e.key for e in outcome.evidence] == ["runner-lost"]
 
 
 def test_success_needs_every_process_to_exit_zero() -> None:
     status = _status([_process(0, 0, 1.0, exitCode=0), _process(1, 0, 1.0, exitCode=0)])
-    outcome = derive(status, None, runner_alive=False, now=2.0)
+    outcome = derive_outcome(status, None, runner_alive=False, now=2.0)
     assert outcome.state is State.SUCCEEDED and outcome.cause is None
 
 
@@ -127,5 +127,5 @@ def test_a_failure_recorded_before_the_runner_died_still_wins() -> None:
         **_status([_process(0, 0, 3.0, exitCode=2), _process(1, 0, None, stoppedBy="dispatch")]),
         "phase": "stopping",
     }
-    outcome = derive(status, {"at": 4.0, "killed": [101]}, runner_alive=False, now=9.0)
+    outcome = derive_outcome(status, {"at": 4.0, "killed": [101]}, runner_alive=False, now=9.0)
     assert (outcome.cause, outcome.first_failure.exit_code) == (Cause.APP_ERROR, 2)  # type: ignore[union-attr]

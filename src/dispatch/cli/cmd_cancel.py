@@ -7,7 +7,7 @@ import asyncio
 import click
 
 from dispatch.api import JobStatus
-from dispatch.cli import render
+from dispatch.cli import display
 from dispatch.cli.common import Settings, fail, output_option, report_errors
 from dispatch.cli.session import client
 from dispatch.model import NotFound
@@ -50,4 +50,4 @@ def command(
         )
     finally:
         api.close()
-    render.show_status(status, output)
+    display.show_status(status, output)

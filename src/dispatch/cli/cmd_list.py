@@ -6,7 +6,7 @@ import asyncio
 
 import click
 
-from dispatch.cli import render
+from dispatch.cli import display
 from dispatch.cli.common import Settings, emit_json, output_option, report_errors
 from dispatch.cli.session import client
 
@@ -33,8 +33,8 @@ def command(settings: Settings, open_only: bool, limit: int, output: str) -> Non
     width = max(len(j.id) for j in jobs)
     click.echo(f"{'JOB':<{width}}  {'CLUSTER':<10} {'STATE':<10} {'CAUSE':<18} SUBMITTED")
     for j in jobs:
-        state = render.state_text(j.state) + " " * (10 - len(j.state.value))
+        state = display.state_text(j.state) + " " * (10 - len(j.state.value))
         cause = j.cause.value if j.cause else "-"
         click.echo(
-            f"{j.id:<{width}}  {j.cluster:<10} {state} {cause:<18} {render.when(j.created_at)}"
+            f"{j.id:<{width}}  {j.cluster:<10} {state} {cause:<18} {display.when(j.created_at)}"
         )

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from dispatch.cli import render
+from dispatch.cli import display
 from dispatch.cli.common import EXIT_FAILED, Settings, emit_json, output_option, report_errors
 from dispatch.cli.session import client
 from dispatch.model import load_spec
@@ -31,7 +31,7 @@ def command(settings: Settings, spec_file: str, output: str) -> None:
     if output == "json":
         emit_json(plan.to_json())
     else:
-        for line in render.plan_lines(plan):
+        for line in display.plan_lines(plan):
             click.echo(line)
     if not plan.accepted:
         sys.exit(EXIT_FAILED)

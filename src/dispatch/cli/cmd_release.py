@@ -6,7 +6,7 @@ import asyncio
 
 import click
 
-from dispatch.cli import render
+from dispatch.cli import display
 from dispatch.cli.common import Settings, output_option, report_errors
 from dispatch.cli.session import client
 
@@ -24,7 +24,7 @@ def command(settings: Settings, job: str, output: str) -> None:
         status = asyncio.run(api.release(job))
     finally:
         api.close()
-    render.show_status(status, output)
+    display.show_status(status, output)
     if output == "json":
         return
     click.echo(

@@ -9,7 +9,7 @@ import sys
 import click
 
 from dispatch.api import AsyncClient, JobStatus
-from dispatch.cli import render
+from dispatch.cli import display
 from dispatch.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -32,7 +32,7 @@ async def follow(api: AsyncClient, job_id: str) -> None:
         status = await api.get(job_id)
         if status.state is not shown_state:
             shown_state = status.state
-            click.echo(click.style(f"» {job_id}: ", dim=True) + render.state_text(status.state))
+            click.echo(click.style(f"» {job_id}: ", dim=True) + display.state_text(status.state))
         attempt = status.last_attempt
         if attempt is not None and attempt.native is not None and attempt.number > shown_attempt:
             shown_attempt = attempt.number
@@ -85,6 +85,6 @@ def command(settings: Settings, spec_file: str, output: str) -> None:
         emit_json(final.to_json())
     else:
         click.echo("")
-        for line in render.status_lines(final):
+        for line in display.status_lines(final):
             click.echo(line)
     sys.exit(EXIT_OK if final.succeeded else EXIT_FAILED)

@@ -6,7 +6,7 @@ import asyncio
 
 import click
 
-from dispatch.cli import render
+from dispatch.cli import display
 from dispatch.cli.common import Settings, fail, output_option, report_errors
 from dispatch.cli.session import client
 from dispatch.model import NotFound
@@ -33,4 +33,4 @@ def command(settings: Settings, job: str | None, output: str) -> None:
             fail(str(exc), output=output)
     finally:
         api.close()
-    render.show_status(status, output)
+    display.show_status(status, output)

@@ -276,7 +276,7 @@ class LocalAdapter:
             return self._unclaimed(handle, paths, now)
         alive = lock_held(paths.runner_lock)  # before reading status: see runner.py
         status, lost = read_json(paths.status), read_json(paths.lost)
-        outcome = causes.derive(status, lost, runner_alive=alive, now=now)
+        outcome = causes.derive_outcome(status, lost, runner_alive=alive, now=now)
         return Observation(handle, outcome, causes.evidence(status, lost, now), observed_at=now)
 
     def _unclaimed(self, handle: AttemptHandle, paths: AttemptPaths, now: float) -> Observation:

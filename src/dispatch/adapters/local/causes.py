@@ -229,7 +229,7 @@ def _event_candidate(index: int, event: Record) -> _Candidate | None:
     return None
 
 
-def derive(
+def derive_outcome(
     status: Mapping[str, Any] | None,
     lost: Mapping[str, Any] | None,
     *,

@@ -1,7 +1,7 @@
 """The attempt runner: ``python -m dispatch.adapters.local.runner ATTEMPT_DIR``.
 
 One detached process per attempt. It owns the attempt's processes and records facts in
-``status.json``; it never interprets them (``causes.derive`` does, in whoever observes).
+``status.json``; it never interprets them (``causes.derive_outcome`` does, in whoever observes).
 Standard library and psutil only, so it starts in a few tens of milliseconds.
 
 Guarantees:

@@ -14,7 +14,7 @@ from typing import Any
 from dispatch.clock import Clock
 from dispatch.testing.k8s.meta import owner_uids
 from dispatch.testing.k8s.resources import ResourceType
-from dispatch.testing.k8s.watch import Change, History
+from dispatch.testing.k8s.watch import Change, ChangeLog
 
 JsonObj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
@@ -27,7 +27,7 @@ class Tables:
         self._tables: dict[tuple[str, str], dict[Key, JsonObj]] = {}
         self._by_uid: dict[str, tuple[ResourceType, Key]] = {}
         self._dependents: dict[str, set[str]] = {}
-        self.history = History(history_window, history_limit, start_rv=self.rv)
+        self.history = ChangeLog(history_window, history_limit, start_rv=self.rv)
         self.hooks: list[Callable[[Change], None]] = []
 
     def table(self, stype: ResourceType) -> dict[Key, JsonObj]:

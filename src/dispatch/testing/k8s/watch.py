@@ -133,7 +133,7 @@ class Subscription:
             yield item
 
 
-class History:
+class ChangeLog:
     """Recent changes, compacted by age (``window`` seconds of emulator time) and count."""
 
     def __init__(self, window: float, limit: int, start_rv: int = 1) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet, History
+from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet, ObjectHistory
 from dispatch.adapters.kubeflow.causes.facts import (
     Fact,
     Facts,
@@ -62,7 +62,7 @@ EVICTIONS: dict[str, Cause] = {
 EXCEEDS = "> maximum capacity"
 
 
-def read_trainjob(history: History, facts: Facts) -> None:
+def read_trainjob(history: ObjectHistory, facts: Facts) -> None:
     """Success, deadline, runtime not supported, other failures; suspension; deletion."""
     latest = history.latest
     ref = history.ref
@@ -131,7 +131,7 @@ def read_trainjob(history: History, facts: Facts) -> None:
         )
 
 
-def read_jobset(history: History, facts: Facts) -> None:
+def read_jobset(history: ObjectHistory, facts: Facts) -> None:
     """Completed/Failed conditions, restarts, and a JobSet re-created under the same TrainJob."""
     ref = history.ref
     uids: list[tuple[float | None, str, Any]] = []
@@ -190,7 +190,7 @@ def read_jobset(history: History, facts: Facts) -> None:
         )
 
 
-def read_job(history: History, facts: Facts) -> None:
+def read_job(history: ObjectHistory, facts: Facts) -> None:
     """A Job's terminal condition: deadline, a podFailurePolicy exit code, or a plain failure."""
     ref = history.ref
     for obj in history.objects():
@@ -217,7 +217,7 @@ def read_job(history: History, facts: Facts) -> None:
                 _add(facts.ends, Fact(Cause.UNKNOWN, at, summary, evidence))
 
 
-def read_workload(history: History, facts: Facts) -> None:
+def read_workload(history: ObjectHistory, facts: Facts) -> None:
     """Kueue: evictions (every sighting), admission, quota that can never fit, deactivation."""
     ref = history.ref
     latest = history.latest
@@ -268,7 +268,7 @@ def read_workload(history: History, facts: Facts) -> None:
     _workload_now(history, facts)
 
 
-def _workload_now(history: History, facts: Facts) -> None:
+def _workload_now(history: ObjectHistory, facts: Facts) -> None:
     """What the latest sighting says: admitted, or waiting (and for how long), or never to fit."""
     ref, latest = history.ref, history.latest
     reserved = condition(latest, "QuotaReserved")
@@ -307,7 +307,7 @@ def _workload_now(history: History, facts: Facts) -> None:
     )
 
 
-def read_nodes(evidence: EvidenceSet, pods: list[History], facts: Facts) -> None:
+def read_nodes(evidence: EvidenceSet, pods: list[ObjectHistory], facts: Facts) -> None:
     """A node lost under a pod that had not finished: ``node_lost``, at the earliest signal.
 
     Signals: the Node not Ready (``Unknown`` is dated back by ``NODE_GRACE``, the silence the

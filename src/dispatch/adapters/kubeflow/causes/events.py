@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dispatch.adapters.kubeflow.causes.cluster import EVICTIONS
-from dispatch.adapters.kubeflow.causes.evidence import History, Ref, event_subject
+from dispatch.adapters.kubeflow.causes.evidence import ObjectHistory, Ref, event_subject
 from dispatch.adapters.kubeflow.causes.facts import (
     Fact,
     Facts,
@@ -60,7 +60,7 @@ class EventView:
     count: int
 
 
-def view(history: History) -> EventView | None:
+def view(history: ObjectHistory) -> EventView | None:
     obj = history.latest
     subject = event_subject(obj)
     if subject is None:
@@ -86,7 +86,9 @@ def view(history: History) -> EventView | None:
     )
 
 
-def read_events(events: list[History], facts: Facts, init_containers: dict[str, set[str]]) -> None:
+def read_events(
+    events: list[ObjectHistory], facts: Facts, init_containers: dict[str, set[str]]
+) -> None:
     """Add the facts every event proves. ``init_containers``: pod -> its init container names."""
     for history in events:
         event = view(history)

@@ -1,7 +1,7 @@
 """The evidence of one attempt: every Kubernetes object seen, each with its history over time.
 
 An ``EvidenceSet`` indexes raw objects (dicts, as the API or ``kubectl get -o yaml`` gives
-them) by (kind, namespace, name). Each entry is a ``History``: the object as seen at each
+them) by (kind, namespace, name). Each entry is a ``ObjectHistory``: the object as seen at each
 observation, in the order observed, and whether it was seen deleted. It is built either from
 recorded evidence (``from_evidence``: ``model.Evidence`` records whose ``data`` is the raw
 object and whose ``observed_at`` says when it was seen, written by ``object_evidence``) or from
@@ -76,7 +76,7 @@ class Sighting:
 
 
 @dataclass(frozen=True, slots=True)
-class History:
+class ObjectHistory:
     """Every sighting of one object, oldest first. Never empty."""
 
     ref: Ref
@@ -112,8 +112,8 @@ class History:
 class EvidenceSet:
     """Objects by reference, each with its history. Build with ``from_evidence``/``from_objects``."""
 
-    def __init__(self, histories: Iterable[History] = ()) -> None:
-        self._by_ref: dict[Ref, History] = {}
+    def __init__(self, histories: Iterable[ObjectHistory] = ()) -> None:
+        self._by_ref: dict[Ref, ObjectHistory] = {}
         for history in histories:
             self._by_ref[history.ref] = history
 
@@ -142,17 +142,17 @@ class EvidenceSet:
         grouped: dict[Ref, list[Sighting]] = {}
         for ref, sighting in pairs:
             grouped.setdefault(ref, []).append(sighting)
-        return cls(History(ref, tuple(s)) for ref, s in grouped.items())
+        return cls(ObjectHistory(ref, tuple(s)) for ref, s in grouped.items())
 
     def __len__(self) -> int:
         return len(self._by_ref)
 
-    def histories(self, kind: str | None = None) -> list[History]:
+    def histories(self, kind: str | None = None) -> list[ObjectHistory]:
         """Every history, or those of one kind, in a stable order (by name)."""
         items = [h for h in self._by_ref.values() if kind is None or h.ref.kind == kind]
         return sorted(items, key=lambda h: (h.ref.kind, h.ref.namespace, h.ref.name))
 
-    def get(self, kind: str, name: str, namespace: str | None = None) -> History | None:
+    def get(self, kind: str, name: str, namespace: str | None = None) -> ObjectHistory | None:
         for history in self.histories(kind):
             if history.ref.name == name and namespace in (None, history.ref.namespace):
                 return history
@@ -172,7 +172,7 @@ class EvidenceSet:
         own = self.get("TrainJob", trainjob)
         uids = {text_of(dig(o, "metadata", "uid")) for o in own.objects()} if own else set()
         uids.discard("")
-        kept: list[History] = []
+        kept: list[ObjectHistory] = []
         names: set[tuple[str, str]] = set()
         for history in self.histories():
             if history.ref.kind == "Event":
@@ -201,7 +201,7 @@ class EvidenceSet:
         return EvidenceSet(kept)
 
 
-def _belongs(history: History, trainjob: str, uids: set[str]) -> bool:
+def _belongs(history: ObjectHistory, trainjob: str, uids: set[str]) -> bool:
     kind = history.ref.kind
     for obj in history.objects():
         labels = dig(obj, "metadata", "labels")

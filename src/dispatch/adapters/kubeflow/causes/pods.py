@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dispatch.adapters.kubeflow.causes.evidence import History, Sighting
+from dispatch.adapters.kubeflow.causes.evidence import ObjectHistory, Sighting
 from dispatch.adapters.kubeflow.causes.facts import (
     Fact,
     Facts,
@@ -87,14 +87,14 @@ START_FAILURES = frozenset(
 )
 
 
-def read_pods(pods: list[History], facts: Facts) -> None:
+def read_pods(pods: list[ObjectHistory], facts: Facts) -> None:
     """Add every pod's facts, then the replacement pods (two pods for one index)."""
     for history in pods:
         _read_pod(history, facts)
     _replacements(pods, facts)
 
 
-def deletion_requested(history: History) -> float | None:
+def deletion_requested(history: ObjectHistory) -> float | None:
     """When deletion of the pod was asked for: ``deletionTimestamp`` minus the grace period."""
     times: list[float] = []
     for obj in history.objects():
@@ -107,7 +107,7 @@ def deletion_requested(history: History) -> float | None:
     return min(times) if times else None
 
 
-def node_of(history: History) -> str | None:
+def node_of(history: ObjectHistory) -> str | None:
     for obj in reversed(history.objects()):
         node = dig(obj, "spec", "nodeName")
         if isinstance(node, str) and node:
@@ -133,7 +133,7 @@ def _statuses(pod: Any, key: str) -> list[Mapping[str, Any]]:
     return [s for s in as_list(dig(pod, "status", key)) or [] if isinstance(s, Mapping)]
 
 
-def _read_pod(history: History, facts: Facts) -> None:
+def _read_pod(history: ObjectHistory, facts: Facts) -> None:
     latest = history.latest
     facts.pods_seen = True
     facts.saw(created(latest))
@@ -149,7 +149,7 @@ def _read_pod(history: History, facts: Facts) -> None:
 class _PodReader:
     """Reads the sightings of one pod into ``facts``, each fact once."""
 
-    def __init__(self, history: History, facts: Facts) -> None:
+    def __init__(self, history: ObjectHistory, facts: Facts) -> None:
         self.history = history
         self.facts = facts
         self.name = history.ref.name
@@ -340,10 +340,10 @@ def _disruption_time(pod: Any) -> float | None:
     return None
 
 
-def _replacements(pods: list[History], facts: Facts) -> None:
+def _replacements(pods: list[ObjectHistory], facts: Facts) -> None:
     """A pod created for an index whose earlier pod had already started: work ran twice."""
     started = {f.pod: f.at for f in facts.starts if f.pod is not None}
-    groups: dict[tuple[Any, ...], list[tuple[float, History]]] = {}
+    groups: dict[tuple[Any, ...], list[tuple[float, ObjectHistory]]] = {}
     for history in pods:
         latest = history.latest
         rank = pod_rank(latest, history.ref.name)

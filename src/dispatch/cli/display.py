@@ -1,4 +1,4 @@
-"""Text rendering of statuses and plans for people (``--output json`` prints ``to_json()``)."""
+"""How statuses and plans read for people (``--output json`` prints ``to_json()`` instead)."""
 
 from __future__ import annotations
 
