@@ -79,14 +79,24 @@ class LazyGroup(click.Group):
     envvar="DISPATCH_CONFIG",
     help="Clusters configuration file (default: $DISPATCH_CONFIG, else the user config dir).",
 )
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="Show dispatch's log on standard error: streams, leases, refusals (-vv: debug).",
+)
 @click.pass_context
-def cli(ctx: click.Context, config_path: Path | None) -> None:
+def cli(ctx: click.Context, config_path: Path | None, verbose: int) -> None:
     """Submit and supervise multi-node training jobs on the scheduler you already have.
 
     Every job ends with a state and a typed cause (preempted, node_lost, out_of_memory,
     timeout, no_capacity, start_failure, app_error, cancelled, unplanned_recovery, unknown)
     and the evidence that proves it.
     """
+    if verbose:
+        from dispatch.logs import configure
+
+        configure(verbose)
     ctx.obj = Settings(config_path=config_path)
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection
 from dispatch.adapters.base import Adapter, EvidenceSeeder
 from dispatch.aio import first_of
 from dispatch.clock import Clock
+from dispatch.logs import logger
 from dispatch.model import (
     AttemptHandle,
     Cause,
@@ -49,6 +50,8 @@ MAX_DECISIONS_PER_TICK = 4
 _QUIET = (DecisionKind.WAIT, DecisionKind.NOTHING)
 #: seconds between refreshes of the watched attempts while a long pass of ``run`` goes on
 FOLLOW_EVERY = 1.0
+
+log = logger(__name__)
 
 
 class Supervisor:
@@ -98,6 +101,7 @@ class Supervisor:
     def _renew(self, job_id: str) -> Lease:
         lease = self._lease(job_id)
         if lease is None:
+            log.info("%s lost the lease on %s to another supervisor", self.owner, job_id)
             raise LeaseLost(f"{self.owner} lost the lease on {job_id}")
         return lease
 
@@ -186,6 +190,7 @@ class Supervisor:
     async def tick(self, job_id: str) -> JobReport:
         """Lease, reconcile, then decide and act until the job needs to wait."""
         if self._lease(job_id) is None:
+            log.debug("%s: leased by another supervisor; %s leaves it", job_id, self.owner)
             return JobReport(job_id, note="leased by another supervisor")
         decisions: list[Decision] = []
         reconciled: list[str] = []

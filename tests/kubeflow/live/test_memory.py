@@ -70,7 +70,7 @@ def test_states_filed_from_the_streams_are_compacted() -> None:
     capture = _capture()
     for i in (0, 1):
         obj = json.loads(json.dumps(pod(f"tj-node-0-{i}-abcde", i, str(10 + i), phase="Running")))
-        capture._update(("pods", NS), f"{NS}/tj-node-0-{i}-abcde", obj)
+        capture.streams.update(("pods", NS), f"{NS}/tj-node-0-{i}-abcde", obj)
     capture.seen(trainjob())
     pods = [r.data for r in capture.records(REF) if r.kind == "pod"]
     assert len(pods) == 2

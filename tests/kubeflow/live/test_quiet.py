@@ -27,9 +27,10 @@ from dispatch.adapters.kubeflow.api.kinds import (
     WatchedKind,
 )
 from dispatch.adapters.kubeflow.build.trainjob import LABEL_JOB, LABEL_QUEUE
-from dispatch.adapters.kubeflow.live import capture as capture_module
+from dispatch.adapters.kubeflow.live import catchup, lag, streams
 from dispatch.adapters.kubeflow.live.attribution import TRAINJOB_NAME
-from dispatch.adapters.kubeflow.live.capture import QUIET, Capture
+from dispatch.adapters.kubeflow.live.capture import Capture
+from dispatch.adapters.kubeflow.live.catchup import QUIET
 from dispatch.clock import ManualClock
 from dispatch.testing.k8s import ClusterConfig, Emulator, FaultRule
 
@@ -110,10 +111,10 @@ def test_a_watch_still_short_of_a_checks_list_at_the_next_check_lists_again(
             clock.advance(QUIET)
             assert not capture.caught_up(target, since)  # the first check finds e-late
             await until(lambda: emu.requests().count("list", "events") == lists + 1)
-            await until(lambda: not capture._checks)
+            await until(lambda: not capture.catch_up.checking)
             assert not capture.caught_up(target, None)  # left to the watch, for now
             assert emu.requests().count("list", "events") == lists + 1
-            clock.advance(capture_module.RELIST_EVERY)
+            clock.advance(catchup.RELIST_EVERY)
             capture.caught_up(target, since)  # the second check: the watch is still short
             # of the first check's list, so it is stuck: the stream lists again, past the target
             await until(lambda: capture.caught_up(target, None))
@@ -127,16 +128,18 @@ def test_streams_do_not_look_quiet_while_the_loop_runs_late(tmp_path: Path) -> N
         emu.create(event("e-1"))
 
         async def body(capture: Capture, clock: ManualClock) -> None:
-            await asyncio.sleep(2 * capture_module.BEAT)
+            await asyncio.sleep(2 * lag.BEAT)
             time.sleep(0.5)  # the loop is blocked, as by a long decode: the next beat is late
-            await asyncio.sleep(capture_module.BEAT)
-            assert capture.lag >= 0.2  # (0.45 s late, faded by a few beats at most)
+            await asyncio.sleep(lag.BEAT)
+            assert capture.loop_lag.lag >= 0.2  # (0.45 s late, faded by a few beats at most)
             target = await only_the_nodes_move(emu, capture)
             since = clock.now()
-            capture.lag = 10.0  # as late as that, lately
+            capture.loop_lag.lag = 10.0  # as late as that, lately
             clock.advance(QUIET)
             assert not capture.caught_up(target, since)
-            assert not capture._checks  # quiet only because the loop ran late: not checked
+            assert (
+                not capture.catch_up.checking
+            )  # quiet only because the loop ran late: not checked
             # the lateness fades (the beats are on time again): then the Event stream is checked
             await until(lambda: capture.caught_up(target, since), seconds=20)
 
@@ -161,7 +164,7 @@ def test_a_waiting_outcome_is_woken_when_its_quiet_wait_and_its_check_end(
             await asyncio.wait_for(capture.changed.wait(), 5)  # the wait ended
             capture.changed.clear()
             assert not capture.caught_up(target, since)  # this look starts the check
-            assert capture._checks
+            assert capture.catch_up.checking
             await asyncio.wait_for(capture.changed.wait(), 5)  # the check ended
             assert capture.caught_up(target, since)
 
@@ -174,7 +177,7 @@ def test_one_slow_check_does_not_set_the_longest_pause_two_in_a_row_do(
     """A check's pause follows the lesser of the stream's last two check durations: a check
     slowed once (a busy loop, other checks at the same moment) is not taken for a costly list."""
     slow = [False]
-    real = capture_module.list_pages
+    real = catchup.list_pages
 
     with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
         emu.create(event("e-1"))
@@ -185,18 +188,18 @@ def test_one_slow_check_does_not_set_the_longest_pause_two_in_a_row_do(
                     clock.advance(1.0)  # this list took a second
                 return real(session, res, namespace, **kw)
 
-            monkeypatch.setattr(capture_module, "list_pages", timed)
+            monkeypatch.setattr(catchup, "list_pages", timed)
             stream = ("events.core", NS)
             pauses = []
             for i, slowed in enumerate((False, True, True)):
                 slow[0] = slowed
                 target = await only_the_nodes_move(emu, capture, f"n-{i}")
                 since = clock.now()
-                clock.advance(capture_module.RELIST_EVERY)  # quiet, and any pause is over
+                clock.advance(catchup.RELIST_EVERY)  # quiet, and any pause is over
                 await until(lambda: capture.caught_up(target, since))  # noqa: B023
-                await until(lambda: not capture._checks)
-                pauses.append(round(capture._check_due[stream] - clock.now(), 2))
-            assert pauses == [QUIET, QUIET, capture_module.RELIST_EVERY]
+                await until(lambda: not capture.catch_up.checking)
+                pauses.append(round((capture.catch_up.next_check(stream) or 0.0) - clock.now(), 2))
+            assert pauses == [QUIET, QUIET, catchup.RELIST_EVERY]
 
         run_capture(emu, tmp_path / "kubeconfig", body)
 
@@ -250,9 +253,10 @@ def test_an_outcome_waits_on_the_workload_stream_only_if_kueue_may_manage_its_tr
 
 
 def spy_on_lists(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    """The (resource, label selector) of every list the capture makes from now on."""
+    """The (resource, label selector) of every list the capture makes from now on (its
+    streams' lists and its checks')."""
     lists: list[tuple[str, str]] = []
-    real = capture_module.list_pages
+    real = catchup.list_pages
 
     def spy(
         session: Any, res: Any, namespace: str | None, *, label_selector: str = "", **more: Any
@@ -260,7 +264,8 @@ def spy_on_lists(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
         lists.append((res.plural, label_selector))
         return real(session, res, namespace, label_selector=label_selector, **more)
 
-    monkeypatch.setattr(capture_module, "list_pages", spy)
+    monkeypatch.setattr(catchup, "list_pages", spy)
+    monkeypatch.setattr(streams, "list_pages", spy)
     return lists
 
 
@@ -285,7 +290,7 @@ def test_a_stream_with_many_objects_is_checked_for_the_waiting_trainjob_alone(
     make: Callable[[str, dict[str, str]], dict[str, Any]],
     selector: str,
 ) -> None:
-    monkeypatch.setattr(capture_module, "NARROW_FROM", 3)
+    monkeypatch.setattr(catchup, "NARROW_FROM", 3)
     lists = spy_on_lists(monkeypatch)
     with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
         for name in ("tj-a", "tj-b"):
@@ -317,7 +322,7 @@ def test_a_stream_with_many_objects_is_checked_for_the_waiting_trainjob_alone(
 def test_a_check_for_a_trainjob_missing_one_of_its_objects_is_followed_by_a_whole_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(capture_module, "NARROW_FROM", 3)
+    monkeypatch.setattr(catchup, "NARROW_FROM", 3)
     lists = spy_on_lists(monkeypatch)
     with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
         for i in range(3):
@@ -332,9 +337,9 @@ def test_a_check_for_a_trainjob_missing_one_of_its_objects_is_followed_by_a_whol
             lists.clear()
             clock.advance(QUIET)
             capture.caught_up(target, since, A)
-            await until(lambda: len(lists) == 1 and not capture._checks)
+            await until(lambda: len(lists) == 1 and not capture.catch_up.checking)
             assert not capture.caught_up(target, None, A)  # tj-a-odd was not in that list
-            clock.advance(capture_module.RELIST_EVERY)
+            clock.advance(catchup.RELIST_EVERY)
             await until(lambda: capture.caught_up(target, since, A))
             assert lists == [
                 ("pods", f"{LABEL_JOB},{JOBSET_NAME} in (tj-a)"),

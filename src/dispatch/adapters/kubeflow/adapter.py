@@ -63,6 +63,7 @@ from dispatch.adapters.kubeflow.live.snapshot import merged, snapshot
 from dispatch.adapters.kubeflow.live.verdict import DEFAULT_SETTLE, Verdicts
 from dispatch.adapters.kubeflow.live.watching import watch_attempts
 from dispatch.config import ClusterConfig
+from dispatch.logs import logger
 from dispatch.model import (
     AttemptHandle,
     Capability,
@@ -79,6 +80,8 @@ from dispatch.model import (
 )
 
 RuntimeKey = tuple[str, str]
+
+log = logger(__name__)
 
 
 class KubeflowAdapter:
@@ -376,8 +379,8 @@ class KubeflowAdapter:
                 await session.merge_patch(TRAINJOBS, name, note, namespace)
             except NotFound:
                 return False
-            except ApiRejected:
-                pass  # the note is lost; the deletion still happens
+            except ApiRejected as exc:  # the note is lost; the deletion still happens
+                log.warning("TrainJob %s: the retirement note was refused (%s)", name, exc)
             await session.delete(TRAINJOBS, name, namespace, propagation="Foreground")
             return True
 
@@ -397,6 +400,6 @@ class KubeflowAdapter:
                 )
             except NotFound:
                 return
-            except ApiRejected:  # the record of who is lost; the cancellation still happens
-                pass
+            except ApiRejected as exc:  # the record of who is lost; the cancellation still happens
+                log.warning("TrainJob %s: the cancel note was refused (%s)", handle.native, exc)
             await session.delete(TRAINJOBS, handle.native, namespace, propagation="Foreground")

@@ -28,6 +28,7 @@ from dispatch.adapters.kubeflow.live.capture import Capture, Sleep
 from dispatch.adapters.kubeflow.live.verdict import Verdicts
 from dispatch.aio import first_of
 from dispatch.clock import Clock
+from dispatch.logs import logger
 from dispatch.model import (
     AttemptHandle,
     Cause,
@@ -44,6 +45,8 @@ RECHECK = 0.25
 #: deletes a TrainJob that must not run again if, read afresh, it still must not; True if done
 Retire = Callable[[AttemptHandle | TrainJobRef, str], Awaitable[bool]]
 Lookup = Callable[[TrainJobRef], Awaitable[list[Evidence]]]
+
+log = logger(__name__)
 
 
 def judge(
@@ -183,10 +186,12 @@ async def _retire_due(
             continue
         try:
             done = await retire(refs.get(ref) or ref, why)
-        except TransientError:
+        except TransientError as exc:
+            log.info("TrainJob %s/%s: retiring it failed (%s); trying again", *ref, exc)
             again.add(ref)
         else:
             if done:
+                log.info("TrainJob %s/%s retired: %s", *ref, why)
                 verdicts.retired(ref[1])
     return again
 
