@@ -16,8 +16,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dispatch.adapters.kubeflow.build.rules import check_runtime
-from dispatch.adapters.kubeflow.build.settings import KubeflowSettings
+from dispatch.adapters.kubeflow.planning.rules import check_runtime
+from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings
 from dispatch.model import InvalidSpec, parse_spec, yaml12
 
 ROOT = Path(__file__).resolve().parents[1]

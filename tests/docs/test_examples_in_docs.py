@@ -68,8 +68,8 @@ def check_yaml(block: Block, tmp_path: Path) -> None:
     if not isinstance(document, dict):
         return
     if document.get("kind") in ("ClusterTrainingRuntime", "TrainingRuntime"):
-        from dispatch.adapters.kubeflow.build.rules import check_runtime
-        from dispatch.adapters.kubeflow.build.settings import KubeflowSettings
+        from dispatch.adapters.kubeflow.planning.rules import check_runtime
+        from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings
 
         verdict = check_runtime(document, KubeflowSettings())
         assert verdict.accepted, f"{block.where}: the docs show a refused runtime: {verdict}"
@@ -83,7 +83,7 @@ def check_yaml(block: Block, tmp_path: Path) -> None:
 
 
 def check_cluster_settings(config: Any, tmp_path: Path) -> None:
-    from dispatch.adapters.kubeflow.build.settings import parse_settings
+    from dispatch.adapters.kubeflow.planning.settings import parse_settings
     from dispatch.adapters.slurm.settings import SlurmSettings
 
     for cluster in config.clusters.values():

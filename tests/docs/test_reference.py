@@ -14,7 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 import dispatch
-from dispatch.adapters.kubeflow.build.settings import KNOWN_KEYS
+from dispatch.adapters.kubeflow.planning.settings import KNOWN_KEYS
 from dispatch.adapters.slurm.settings import KNOWN
 from dispatch.cli.main import VERBS
 from dispatch.model import Backoff, JobSpec, RecoveryPolicy, RecoveryRule, Resources, RuntimeRef

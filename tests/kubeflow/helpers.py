@@ -6,7 +6,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from dispatch.adapters.kubeflow.build.settings import KubeflowSettings, parse_settings
+from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings, parse_settings
 from dispatch.config import load_config
 from dispatch.model import yaml12
 from tests.conftest import EXAMPLES

@@ -38,8 +38,8 @@ from dispatch.config import load_config
 from dispatch.model import ConfigError, DispatchError, yaml12
 
 if TYPE_CHECKING:
-    from dispatch.adapters.kubeflow.build.rules import RuntimeVerdict
-    from dispatch.adapters.kubeflow.build.settings import KubeflowSettings
+    from dispatch.adapters.kubeflow.planning.rules import RuntimeVerdict
+    from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings
 
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
 _LIVE_NAME = re.compile(
@@ -105,7 +105,7 @@ def read_runtime(path: str) -> Mapping[str, Any]:
 
 def cluster_settings(config_path: Path | None, cluster: str | None) -> KubeflowSettings:
     """The named Kubeflow cluster's settings; the defaults when no cluster is named."""
-    from dispatch.adapters.kubeflow.build.settings import KubeflowSettings, parse_settings
+    from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings, parse_settings
 
     if cluster is None:
         return KubeflowSettings()
@@ -159,7 +159,7 @@ def command(
     3 when the cluster cannot be asked.
     """
     # adapters are imported when used, never by `dispatch --help` (see adapters/registry.py)
-    from dispatch.adapters.kubeflow.build.rules import check_runtime
+    from dispatch.adapters.kubeflow.planning.rules import check_runtime
 
     chosen = config_path or (settings.config_path if settings else None)
     try:

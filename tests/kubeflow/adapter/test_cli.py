@@ -13,7 +13,7 @@ import psutil
 import pytest
 import yaml
 
-from dispatch.adapters.kubeflow.build.rules import weakened_identity_text
+from dispatch.adapters.kubeflow.planning.rules import weakened_identity_text
 from dispatch.testing.k8s import Emulator
 from tests.api.conftest import dispatch
 

@@ -10,8 +10,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from dispatch.adapters.kubeflow.api.errors import AlreadyExists, ApiRejected, Conflict, translate
 from dispatch.adapters.kubeflow.api.probe import parse_version, version_from_crd
-from dispatch.adapters.kubeflow.build.rules import weakened_identity_text
 from dispatch.adapters.kubeflow.causes.coarse import trainjob_outcome
+from dispatch.adapters.kubeflow.planning.rules import weakened_identity_text
 from dispatch.model import (
     Cause,
     Forbidden,

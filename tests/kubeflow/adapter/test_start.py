@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dispatch.adapters.kubeflow.build.rules import BACKOFF_LIMIT, RESTART_POLICY
+from dispatch.adapters.kubeflow.planning.rules import BACKOFF_LIMIT, RESTART_POLICY
 from dispatch.model import OutcomeUnknown, Unsupported
 from dispatch.testing.k8s import Emulator, FaultRule
 

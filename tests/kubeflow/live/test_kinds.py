@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from dispatch.adapters.kubeflow.api.kinds import JOB, watched_kinds
-from dispatch.adapters.kubeflow.build.trainjob import LABEL_JOB
 from dispatch.adapters.kubeflow.live.capture import Capture
+from dispatch.adapters.kubeflow.planning.trainjob import LABEL_JOB
 from dispatch.testing.k8s import ClusterConfig, Emulator
 
 from .test_quiet import NS, run_capture, trainjob, until

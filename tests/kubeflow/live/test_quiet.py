@@ -26,11 +26,11 @@ from dispatch.adapters.kubeflow.api.kinds import (
     WORKLOADS,
     WatchedKind,
 )
-from dispatch.adapters.kubeflow.build.trainjob import LABEL_JOB, LABEL_QUEUE
 from dispatch.adapters.kubeflow.live import catchup, lag, streams
 from dispatch.adapters.kubeflow.live.attribution import TRAINJOB_NAME
 from dispatch.adapters.kubeflow.live.capture import Capture
 from dispatch.adapters.kubeflow.live.catchup import QUIET
+from dispatch.adapters.kubeflow.planning.trainjob import LABEL_JOB, LABEL_QUEUE
 from dispatch.clock import ManualClock
 from dispatch.testing.k8s import ClusterConfig, Emulator, FaultRule
 

@@ -47,10 +47,6 @@ from dispatch.adapters.kubeflow.api.client import (
 )
 from dispatch.adapters.kubeflow.api.errors import ApiRejected
 from dispatch.adapters.kubeflow.api.probe import ClusterFacts, answers, probe, refusals
-from dispatch.adapters.kubeflow.build.names import trainjob_name
-from dispatch.adapters.kubeflow.build.plan import NO_RUNTIME, plan_objects, runtime_verdict
-from dispatch.adapters.kubeflow.build.rules import RuntimeVerdict, check_runtime
-from dispatch.adapters.kubeflow.build.settings import KubeflowSettings, parse_settings
 from dispatch.adapters.kubeflow.causes.coarse import (
     ANNOTATION_CANCEL_REASON,
     ANNOTATION_CANCELLED_BY,
@@ -62,6 +58,10 @@ from dispatch.adapters.kubeflow.live.capture import Capture, Sleep
 from dispatch.adapters.kubeflow.live.snapshot import merged, snapshot
 from dispatch.adapters.kubeflow.live.verdict import DEFAULT_SETTLE, Verdicts
 from dispatch.adapters.kubeflow.live.watching import watch_attempts
+from dispatch.adapters.kubeflow.planning.names import trainjob_name
+from dispatch.adapters.kubeflow.planning.plan import NO_RUNTIME, plan_objects, runtime_verdict
+from dispatch.adapters.kubeflow.planning.rules import RuntimeVerdict, check_runtime
+from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings, parse_settings
 from dispatch.config import ClusterConfig
 from dispatch.logs import logger
 from dispatch.model import (

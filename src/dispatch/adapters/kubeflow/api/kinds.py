@@ -36,15 +36,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from dispatch.adapters.kubeflow.api.client import TRAINJOBS, Resource
-from dispatch.adapters.kubeflow.build.names import label_value
-from dispatch.adapters.kubeflow.build.trainjob import (
+from dispatch.adapters.kubeflow.objects import dig
+from dispatch.adapters.kubeflow.planning.names import label_value
+from dispatch.adapters.kubeflow.planning.trainjob import (
     LABEL_CLUSTER,
     LABEL_JOB,
     LABEL_MANAGED_BY,
     LABEL_QUEUE,
     MANAGED_BY,
 )
-from dispatch.adapters.kubeflow.objects import dig
 
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 JOBS = Resource("batch", "v1", "jobs", "Job")

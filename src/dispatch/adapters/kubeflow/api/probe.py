@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dispatch.adapters.kubeflow.api.client import TRAINER_GROUP, TRAINER_VERSION, Session
-from dispatch.adapters.kubeflow.build.trainjob import MIN_TRAINER_VERSION
 from dispatch.adapters.kubeflow.objects import dig
+from dispatch.adapters.kubeflow.planning.trainjob import MIN_TRAINER_VERSION
 from dispatch.model import Capability, Forbidden, Reason, TransientError
 
 TRAINER_NAMESPACE = "kubeflow-system"

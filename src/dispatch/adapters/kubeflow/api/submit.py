@@ -33,13 +33,13 @@ from typing import Any
 from dispatch.adapters.kubeflow.api.client import TRAINING_RUNTIMES, TRAINJOBS, Resource, Session
 from dispatch.adapters.kubeflow.api.errors import AlreadyExists, ApiRejected, Conflict
 from dispatch.adapters.kubeflow.api.probe import TRAINER_TOO_OLD
-from dispatch.adapters.kubeflow.build.trainjob import (
+from dispatch.adapters.kubeflow.objects import dig
+from dispatch.adapters.kubeflow.planning.trainjob import (
     LABEL_ATTEMPT,
     LABEL_JOB,
     identity_labels,
     owner_reference_patch,
 )
-from dispatch.adapters.kubeflow.objects import dig
 from dispatch.model import Forbidden, Job, Plan, Reason, Unsupported
 
 NAME_TAKEN = "name-taken"

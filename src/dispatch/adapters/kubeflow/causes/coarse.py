@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dispatch.adapters.kubeflow.build.trainjob import LABEL_QUEUE
 from dispatch.adapters.kubeflow.objects import dig, true_condition
+from dispatch.adapters.kubeflow.planning.trainjob import LABEL_QUEUE
 from dispatch.model import Cause, Evidence, Outcome, State
 
 ANNOTATION_CANCELLED_BY = "dispatch.dev/cancelled-by"

@@ -22,11 +22,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from dispatch.adapters.kubeflow.api.kinds import kueue_may_manage
-from dispatch.adapters.kubeflow.build.trainjob import LABEL_JOB
 from dispatch.adapters.kubeflow.causes.evidence import DELETED_SUFFIX, object_evidence
 from dispatch.adapters.kubeflow.live.attribution import Attribution, TrainJobRef
 from dispatch.adapters.kubeflow.live.laststate import version_of
 from dispatch.adapters.kubeflow.objects import dig, text_of
+from dispatch.adapters.kubeflow.planning.trainjob import LABEL_JOB
 from dispatch.clock import Clock
 from dispatch.model import Evidence
 

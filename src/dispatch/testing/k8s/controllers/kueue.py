@@ -22,7 +22,7 @@ import copy
 import hashlib
 from typing import Any
 
-from dispatch.adapters.kubeflow.build.jobset import UnsupportedRuntime, render
+from dispatch.adapters.kubeflow.planning.jobset import UnsupportedRuntime, render
 from dispatch.testing.k8s.controllers.base import (
     MERGE,
     Key,

@@ -7,7 +7,7 @@ Per reconcile of a TrainJob, in Trainer's order:
 3. drop a ``Failed`` condition (except ``DeadlineExceeded``) — which is why a failed TrainJob
    whose JobSet disappears is built again (kubeflow/trainer#3737);
 4. unless finished: take the runtime from the snapshot ConfigMap (creating it from the live
-   runtime the first time), render the JobSet (:mod:`dispatch.adapters.kubeflow.build.jobset`) and
+   runtime the first time), render the JobSet (:mod:`dispatch.adapters.kubeflow.planning.jobset`) and
    apply it when it is missing or either side is suspended; any error becomes a Warning event
    ``TrainJobResourcesCreationFailed`` and the status is left alone;
 5. ``Suspended`` True/``Suspended`` or False/``Resumed``;
@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dispatch.adapters.kubeflow.build.jobset import (
+from dispatch.adapters.kubeflow.planning.jobset import (
     SNAPSHOT_KEY,
     SNAPSHOT_SUFFIX,
     UnsupportedRuntime,

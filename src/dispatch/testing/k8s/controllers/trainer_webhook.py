@@ -17,13 +17,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dispatch.adapters.kubeflow.build.jobset import (
+from dispatch.adapters.kubeflow.planning.jobset import (
     DATASET_INITIALIZER,
     MODEL_INITIALIZER,
     TORCH_RESERVED_ENV,
     merged_template,
 )
-from dispatch.adapters.kubeflow.build.runtime import ANCESTOR_LABEL, NODE_CONTAINER
+from dispatch.adapters.kubeflow.planning.runtime import ANCESTOR_LABEL, NODE_CONTAINER
 from dispatch.testing.k8s.admission import AdmissionRequest
 from dispatch.testing.k8s.errors import ApiError, FieldError
 from dispatch.testing.k8s.meta import rfc3339

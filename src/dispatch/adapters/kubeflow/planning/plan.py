@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dispatch.adapters.kubeflow.build.jobchecks import check_job
-from dispatch.adapters.kubeflow.build.names import trainjob_name
-from dispatch.adapters.kubeflow.build.rules import NOT_FOUND, RuntimeVerdict, check_runtime
-from dispatch.adapters.kubeflow.build.settings import KubeflowSettings
-from dispatch.adapters.kubeflow.build.trainjob import (
+from dispatch.adapters.kubeflow.planning.jobchecks import check_job
+from dispatch.adapters.kubeflow.planning.names import trainjob_name
+from dispatch.adapters.kubeflow.planning.rules import NOT_FOUND, RuntimeVerdict, check_runtime
+from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings
+from dispatch.adapters.kubeflow.planning.trainjob import (
     MIN_TRAINER_VERSION,
     object_annotations,
     object_labels,

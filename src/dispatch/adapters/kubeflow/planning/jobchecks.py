@@ -8,8 +8,8 @@ that needs the runtime is skipped when it was not found. Pure and total: never r
 
 from __future__ import annotations
 
-from dispatch.adapters.kubeflow.build.names import MAX_NAME, longest_pod_name
-from dispatch.adapters.kubeflow.build.rules import RuntimeVerdict
+from dispatch.adapters.kubeflow.planning.names import MAX_NAME, longest_pod_name
+from dispatch.adapters.kubeflow.planning.rules import RuntimeVerdict
 from dispatch.model import JobSpec, Reason
 
 PROCS_PER_NODE_RULE = "procs-per-node"

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from dispatch.adapters.kubeflow.build.jobchecks import TRAINER_RESERVED_ENV, check_job
-from dispatch.adapters.kubeflow.build.names import longest_pod_name, trainjob_name
-from dispatch.adapters.kubeflow.build.rules import check_runtime
-from dispatch.adapters.kubeflow.build.settings import KubeflowSettings
+from dispatch.adapters.kubeflow.planning.jobchecks import TRAINER_RESERVED_ENV, check_job
+from dispatch.adapters.kubeflow.planning.names import longest_pod_name, trainjob_name
+from dispatch.adapters.kubeflow.planning.rules import check_runtime
+from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings
 from dispatch.model import JobSpec, parse_spec
-from tests.kubeflow.build.mutations import jobs
 from tests.kubeflow.helpers import example_runtime
+from tests.kubeflow.planning.mutations import jobs
 
 
 def spec(**fields: Any) -> JobSpec:

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dispatch.adapters.kubeflow.build.runtime import (
+from dispatch.adapters.kubeflow.objects import as_list, dig, is_int, show
+from dispatch.adapters.kubeflow.planning.runtime import (
     ANCESTOR_LABEL,
     TRAINER_STEP,
     ReplicatedJob,
@@ -23,8 +24,8 @@ from dispatch.adapters.kubeflow.build.runtime import (
     replicated_jobs,
     runtime_identity,
 )
-from dispatch.adapters.kubeflow.build.settings import KubeflowSettings
-from dispatch.adapters.kubeflow.build.trainer_rules import (
+from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings
+from dispatch.adapters.kubeflow.planning.trainer_rules import (
     BACKOFF_LIMIT,
     NODE_CONTAINER_RULE,
     POD_FAILURE_ACTION,
@@ -33,7 +34,6 @@ from dispatch.adapters.kubeflow.build.trainer_rules import (
     RESTART_POLICY,
     check_trainer_job,
 )
-from dispatch.adapters.kubeflow.objects import as_list, dig, is_int, show
 from dispatch.model import Capability, Reason
 
 ALLOW_LIST = "allow-list"

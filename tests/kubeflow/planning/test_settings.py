@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dispatch.adapters.kubeflow.build.settings import (
+from dispatch.adapters.kubeflow.planning.settings import (
     KubeflowSettings,
     PublishVia,
     parse_settings,

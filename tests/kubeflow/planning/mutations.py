@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dispatch.adapters.kubeflow.build import rules
+from dispatch.adapters.kubeflow.planning import rules
 from tests.kubeflow.helpers import pod_spec, trainer_job
 
 Runtime = dict[str, Any]

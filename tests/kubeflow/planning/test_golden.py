@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dispatch.adapters.kubeflow.build.plan import plan_objects
+from dispatch.adapters.kubeflow.planning.plan import plan_objects
 from dispatch.model import Job, Plan, load_spec
 from tests.kubeflow.helpers import JOBS, cluster_settings, example_runtimes
 

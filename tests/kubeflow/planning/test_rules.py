@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from dispatch.adapters.kubeflow.build import rules
-from dispatch.adapters.kubeflow.build.rules import check_runtime, weakened_identity_text
-from dispatch.adapters.kubeflow.build.settings import KubeflowSettings, PublishVia
-from tests.kubeflow.build.mutations import (
+from dispatch.adapters.kubeflow.planning import rules
+from dispatch.adapters.kubeflow.planning.rules import check_runtime, weakened_identity_text
+from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings, PublishVia
+from tests.kubeflow.helpers import example_runtime, pod_spec
+from tests.kubeflow.planning.mutations import (
     SINGLE_RULE_MUTATIONS,
     failure_rules,
     job_spec,
     jobset_failure_policy,
 )
-from tests.kubeflow.helpers import example_runtime, pod_spec
 
 DEFAULT = KubeflowSettings()
 WAIVED = KubeflowSettings(allow_rank_restart=True)

@@ -21,14 +21,14 @@ from typing import Any
 
 import pytest
 
-from dispatch.adapters.kubeflow.build.jobset import (
+from dispatch.adapters.kubeflow.objects import strategic_merge
+from dispatch.adapters.kubeflow.planning.jobset import (
     COMPLETION_INDEX_PATH,
     UnsupportedRuntime,
     render,
     render_jobset,
     runtime_snapshot,
 )
-from dispatch.adapters.kubeflow.objects import strategic_merge
 
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 RES = {"requests": {"cpu": "1"}}

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dispatch.adapters.kubeflow.build.runtime import NODE_CONTAINER, ReplicatedJob
-from dispatch.adapters.kubeflow.build.settings import KubeflowSettings, PublishVia
 from dispatch.adapters.kubeflow.objects import as_list, dig, is_int, names_of, show
+from dispatch.adapters.kubeflow.planning.runtime import NODE_CONTAINER, ReplicatedJob
+from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings, PublishVia
 from dispatch.model import Reason
 
 RESTART_POLICY = "restart-policy"

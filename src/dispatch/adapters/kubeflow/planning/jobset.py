@@ -35,8 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dispatch.adapters.kubeflow.build.runtime import ANCESTOR_LABEL, NODE_CONTAINER, TRAINER_STEP
 from dispatch.adapters.kubeflow.objects import dig, strategic_merge
+from dispatch.adapters.kubeflow.planning.runtime import ANCESTOR_LABEL, NODE_CONTAINER, TRAINER_STEP
 from dispatch.model.units import quantity_value
 
 JsonObj = dict[str, Any]

@@ -10,14 +10,14 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dispatch.adapters.kubeflow.build import rules
-from dispatch.adapters.kubeflow.build.jobchecks import JOB_CHECKS
-from dispatch.adapters.kubeflow.build.plan import plan_objects
-from dispatch.adapters.kubeflow.build.rules import RuntimeVerdict, check_runtime
-from dispatch.adapters.kubeflow.build.settings import KubeflowSettings, PublishVia
+from dispatch.adapters.kubeflow.planning import rules
+from dispatch.adapters.kubeflow.planning.jobchecks import JOB_CHECKS
+from dispatch.adapters.kubeflow.planning.plan import plan_objects
+from dispatch.adapters.kubeflow.planning.rules import RuntimeVerdict, check_runtime
+from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings, PublishVia
 from dispatch.model import Job, parse_spec
-from tests.kubeflow.build.mutations import COMBINABLE, SINGLE_RULE_MUTATIONS
 from tests.kubeflow.helpers import example_runtime
+from tests.kubeflow.planning.mutations import COMBINABLE, SINGLE_RULE_MUTATIONS
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

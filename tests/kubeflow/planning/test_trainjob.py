@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dispatch.adapters.kubeflow.build import trainjob as build
-from dispatch.adapters.kubeflow.build.names import is_rfc1035, label_value, trainjob_name
-from dispatch.adapters.kubeflow.build.plan import plan_objects, weakened_identity
-from dispatch.adapters.kubeflow.build.settings import KubeflowSettings, PublishVia
+from dispatch.adapters.kubeflow.planning import trainjob as build
+from dispatch.adapters.kubeflow.planning.names import is_rfc1035, label_value, trainjob_name
+from dispatch.adapters.kubeflow.planning.plan import plan_objects, weakened_identity
+from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings, PublishVia
 from dispatch.model import Job, JobSpec, Plan, parse_spec
 from tests.kubeflow.helpers import example_runtime
 

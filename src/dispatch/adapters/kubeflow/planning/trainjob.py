@@ -21,9 +21,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from dispatch.adapters.kubeflow.build.names import label_value
-from dispatch.adapters.kubeflow.build.rules import RuntimeVerdict
-from dispatch.adapters.kubeflow.build.settings import KubeflowSettings, PublishVia
+from dispatch.adapters.kubeflow.planning.names import label_value
+from dispatch.adapters.kubeflow.planning.rules import RuntimeVerdict
+from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings, PublishVia
 from dispatch.model import ExecutionIdentity, JobSpec
 
 API_GROUP = "trainer.kubeflow.org"
