@@ -94,7 +94,7 @@ def cli(ctx: click.Context, config_path: Path | None, verbose: int) -> None:
     and the evidence that proves it.
     """
     if verbose:
-        from dispatch.logs import configure
+        from dispatch.log import configure
 
         configure(verbose)
     ctx.obj = Settings(config_path=config_path)

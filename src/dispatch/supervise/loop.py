@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection
 from dispatch.adapters.base import Adapter, EvidenceSeeder
 from dispatch.aio import first_of
 from dispatch.clock import Clock
-from dispatch.logs import logger
+from dispatch.log import logger
 from dispatch.model import (
     AttemptHandle,
     Cause,

@@ -63,7 +63,7 @@ from dispatch.adapters.kubeflow.planning.plan import NO_RUNTIME, plan_objects, r
 from dispatch.adapters.kubeflow.planning.rules import RuntimeVerdict, check_runtime
 from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings, parse_settings
 from dispatch.config import ClusterConfig
-from dispatch.logs import logger
+from dispatch.log import logger
 from dispatch.model import (
     AttemptHandle,
     Capability,

@@ -57,7 +57,7 @@ from dispatch.adapters.kubeflow.live.streams import Stream, Streams, key_of
 from dispatch.adapters.kubeflow.objects import dig, text_of
 from dispatch.aio import stop
 from dispatch.clock import Clock
-from dispatch.logs import logger
+from dispatch.log import logger
 from dispatch.model import TransientError
 
 log = logger(__name__)

@@ -40,7 +40,7 @@ from dispatch.adapters.kubeflow.live.laststate import LastStates, share, version
 from dispatch.adapters.kubeflow.objects import dig, text_of
 from dispatch.aio import stop
 from dispatch.clock import Clock
-from dispatch.logs import logger
+from dispatch.log import logger
 from dispatch.model import Forbidden, NotFound, SchedulerUnavailable, TransientError
 
 log = logger(__name__)

@@ -28,7 +28,7 @@ from dispatch.adapters.kubeflow.live.capture import Capture, Sleep
 from dispatch.adapters.kubeflow.live.verdict import Verdicts
 from dispatch.aio import first_of
 from dispatch.clock import Clock
-from dispatch.logs import logger
+from dispatch.log import logger
 from dispatch.model import (
     AttemptHandle,
     Cause,
