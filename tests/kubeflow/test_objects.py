@@ -30,6 +30,15 @@ def test_lists_with_a_merge_key_merge_by_it_others_are_replaced() -> None:
     assert merged["tolerations"] == [{"key": "spot", "operator": "Exists"}]
 
 
+def test_topology_spread_constraints_merge_by_topology_key() -> None:
+    zone = {"topologyKey": "zone", "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}
+    base = {"topologySpreadConstraints": [zone]}
+    patch = {"topologySpreadConstraints": [{"topologyKey": "zone", "maxSkew": 2},
+                                           {"topologyKey": "host", "maxSkew": 1}]}  # fmt: skip
+    merged = strategic_merge(base, patch)["topologySpreadConstraints"]
+    assert merged == [{**zone, "maxSkew": 2}, {"topologyKey": "host", "maxSkew": 1}]
+
+
 def test_directives_delete_an_item_and_replace_a_map() -> None:
     patch = {
         "containers": [{"$patch": "delete", "name": "side"}],

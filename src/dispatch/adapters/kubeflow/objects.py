@@ -177,7 +177,8 @@ def latest_condition_time(obj: Any) -> float | None:
 # --- strategic merge -----------------------------------------------------------------------
 
 #: the merge key of each list field that Kubernetes' Go types tag ``patchStrategy: merge``
-#: (``patchMergeKey``), by field name; every other list is replaced by the patch's
+#: (``patchMergeKey``), by field name; every other list is replaced by the patch's (lists of
+#: strings tagged ``merge``, such as ``finalizers``, are replaced too: a known difference)
 MERGE_KEYS = {
     "replicatedJobs": "name",
     "containers": "name",
@@ -192,7 +193,9 @@ MERGE_KEYS = {
     "schedulingGates": "name",
     "resourceClaims": "name",
     "hostAliases": "ip",
+    "topologySpreadConstraints": "topologyKey",
     "conditions": "type",
+    "addresses": "type",
     "ownerReferences": "uid",
 }
 
