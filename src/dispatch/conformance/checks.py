@@ -48,6 +48,16 @@ def _same_attempt(a: AttemptHandle, b: AttemptHandle) -> bool:
     return (a.job_id, a.attempt, a.cluster, a.native) == (b.job_id, b.attempt, b.cluster, b.native)
 
 
+def _another(fx: AdapterFixture, handle: AttemptHandle, seen: Observation) -> Adapter:
+    """A new instance of the adapter, as another process makes it; one that takes recorded
+    evidence back (``EvidenceSeeder``) is handed what was seen of the attempt, as the
+    supervisor hands it what its records kept, since the cluster may have deleted it since."""
+    adapter = fx.make_adapter()
+    if isinstance(adapter, EvidenceSeeder):
+        adapter.seed_evidence(handle, [*seen.evidence, *seen.outcome.evidence])
+    return adapter
+
+
 async def _started(fx: AdapterFixture, adapter: Adapter, label: str) -> AttemptHandle:
     return await adapter.start(fx.job(fx.runs_long, label), 1)
 
@@ -153,7 +163,7 @@ async def observe_is_stable(fx: AdapterFixture) -> None:
     adapter = fx.make_adapter()
     handle = await adapter.start(fx.job(fx.fails, "stable"), 1)
     end = await fx.wait_end(adapter, handle)
-    for viewer in (adapter, fx.make_adapter()):
+    for viewer in (adapter, _another(fx, handle, end)):
         seen = await viewer.observe(handle)
         require(
             (seen.state, seen.outcome.cause) == (end.state, end.outcome.cause),
@@ -220,7 +230,7 @@ async def cancel_stops_and_names_the_actor(fx: AdapterFixture) -> None:
     )
     require(ACTOR in said, f"the outcome does not name who cancelled: {end.outcome.summary!r}")
     await adapter.cancel(handle, ACTOR, REASON)  # idempotent
-    again = await fx.make_adapter().observe(handle)
+    again = await _another(fx, handle, end).observe(handle)
     require(again.state is State.CANCELLED, f"after a second cancel: {again.state.value}")
 
 
