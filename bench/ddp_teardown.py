@@ -4,10 +4,10 @@ Runs the example ``--runs`` times as two torchrun agents of two ranks each on th
 (``--nnodes 2``, static rendezvous on loopback), with ``--busy`` busy loops beside them, and
 counts the runs in which a rank aborted ("terminate called without an active exception" or a
 fatal signal). ``--script`` runs another version of the training script, e.g. the one before
-the fix: ``git show 3f6ca35~1:examples/ddp/train.py > /tmp/old.py``.
+the fix: ``git show 3f6ca35~1:examples/ddp/train.py > old_train.py``.
 
     python bench/ddp_teardown.py --runs 20 --busy 3
-    python bench/ddp_teardown.py --runs 20 --busy 3 --script /tmp/old.py
+    python bench/ddp_teardown.py --runs 20 --busy 3 --script old_train.py
 
 Needs torch (``pip install torch==2.13.0``). Not part of ``bench/run.py``: it measures the
 example, not dispatch.
