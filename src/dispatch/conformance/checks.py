@@ -25,6 +25,7 @@ from dispatch.conformance.fixture import AdapterFixture, ConformanceFailure, Ski
 from dispatch.model import (
     AttemptHandle,
     Cause,
+    Evidence,
     NotFound,
     Observation,
     State,
@@ -54,8 +55,13 @@ def _another(fx: AdapterFixture, handle: AttemptHandle, seen: Observation) -> Ad
     supervisor hands it what its records kept, since the cluster may have deleted it since."""
     adapter = fx.make_adapter()
     if isinstance(adapter, EvidenceSeeder):
-        adapter.seed_evidence(handle, [*seen.evidence, *seen.outcome.evidence])
+        adapter.seed_evidence(handle, _recorded(seen))
     return adapter
+
+
+def _recorded(seen: Observation) -> list[Evidence]:
+    """What the supervisor's records keep of an observation: its evidence and its outcome's."""
+    return [*seen.evidence, *seen.outcome.evidence]
 
 
 async def _started(fx: AdapterFixture, adapter: Adapter, label: str) -> AttemptHandle:
@@ -325,9 +331,8 @@ async def evidence_seeder(fx: AdapterFixture) -> None:
     fresh = fx.make_adapter()
     if not isinstance(fresh, EvidenceSeeder):
         raise ConformanceFailure("a second instance of the adapter is not an EvidenceSeeder")
-    evidence = [*ended.evidence, *ended.outcome.evidence]
-    fresh.seed_evidence(handle, evidence)
-    fresh.seed_evidence(handle, evidence)  # idempotent
+    fresh.seed_evidence(handle, _recorded(ended))
+    fresh.seed_evidence(handle, _recorded(ended))  # idempotent
     seen = await fresh.observe(handle)
     require(
         (seen.state, seen.outcome.cause) == (ended.state, ended.outcome.cause),
