@@ -1,5 +1,7 @@
 """Cause accuracy: the dumps in tests/dumps diagnosed by dispatch, next to what the Kubeflow
-SDK would report for the same TrainJobs.
+SDK would report for the same TrainJobs; and the report corpus (tests/dumps/reports: every
+workload kind, modelled on public bug reports) next to what the workload's own status says
+(``kubectl get KIND NAME -o yaml``: its terminal condition's type and reason).
 
 * dispatch: ``dispatch diagnose FILE --output json`` (run in-process through the CLI), against
   the expected state and cause of each dump (``tests/kubeflow/causes/test_dumps.py``, CASES).
@@ -95,14 +97,14 @@ def failed_pods(objects: list[dict[str, Any]]) -> int:
     )
 
 
-def dispatch_diagnosis(text: str, name: str) -> dict[str, Any]:
+def dispatch_diagnosis(text: str, name: str, *args: str) -> dict[str, Any]:
     """``dispatch diagnose`` on a dump given as text (written to a temporary file)."""
     import tempfile
 
     with tempfile.NamedTemporaryFile("w", suffix=Path(name).suffix, delete=False) as f:
         f.write(text)
     try:
-        result = CliRunner().invoke(cli, ["diagnose", f.name, "--output", "json"])
+        result = CliRunner().invoke(cli, ["diagnose", f.name, *args, "--output", "json"])
     finally:
         Path(f.name).unlink()
     if result.exit_code != 0:
@@ -113,6 +115,91 @@ def dispatch_diagnosis(text: str, name: str) -> dict[str, Any]:
 
 def without_events(objects: list[dict[str, Any]]) -> str:
     return json.dumps({"kind": "List", "items": [o for o in objects if o.get("kind") != "Event"]})
+
+
+#: what a terminal condition's reason alone says of the cause (the rest name none)
+REASON_CAUSES = {"DeadlineExceeded": "timeout"}
+
+
+def report_cases() -> dict[str, Any]:
+    """{dump file name: Case} of the report corpus (tests/dumps/reports)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from tests.kubeflow.causes.test_report_dumps import CASES
+
+    return dict(CASES)
+
+
+def report_text(name: str) -> str:
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from tests.kubeflow.causes.test_report_dumps import report_path
+
+    return report_path(name).read_text()
+
+
+def kubectl_status(objects: list[dict[str, Any]], kind: str, name: str) -> tuple[str, str | None]:
+    """What ``kubectl get KIND NAME -o yaml`` tells a user of the workload itself: its last
+    true terminal condition as ``Type/Reason`` (JobSet, Job, training-operator jobs and
+    TrainJobs all write one), or ``-`` when none is true; and the coarse state it implies."""
+    workload = next(
+        (o for o in objects if o.get("kind") == kind and o["metadata"].get("name") == name),
+        None,
+    )
+    if workload is None:
+        return "(not in dump)", None
+    found, state = "-", None
+    terminal = {
+        "Complete": "succeeded",
+        "Completed": "succeeded",
+        "Succeeded": "succeeded",
+        "Failed": "failed",
+    }
+    for c in (workload.get("status") or {}).get("conditions") or []:
+        if c.get("type") in terminal and c.get("status") == "True":
+            found, state = f"{c['type']}/{c.get('reason') or '-'}", terminal[c["type"]]
+    if state is None and (workload.get("spec") or {}).get("suspend") is True:
+        state = "queued"
+    return found, state
+
+
+def run_reports() -> dict[str, Any]:
+    """The report corpus: dispatch against the workload's own status (what kubectl shows)."""
+    rows = []
+    for name, case in sorted(report_cases().items()):
+        text = report_text(name)
+        objects = parse_dump(text)
+        found = dispatch_diagnosis(text, name, "--kind", case.kind, "--name", case.name)
+        status, state = kubectl_status(objects, case.kind, case.name)
+        reason = status.partition("/")[2]
+        rows.append(
+            {
+                "dump": name,
+                "kind": case.kind,
+                "source": case.source,
+                "expectedState": case.state,
+                "expectedCause": case.cause,
+                "dispatchState": found.get("state"),
+                "dispatchCause": found.get("cause"),
+                "dispatchCorrect": (found.get("state"), found.get("cause"))
+                == (case.state, case.cause),
+                "kubectlStatus": status,
+                "kubectlStateCorrect": state == case.state,
+                # right only with the state: a cause of None is right only for a success
+                "kubectlCauseCorrect": state == case.state
+                and REASON_CAUSES.get(reason) == case.cause,
+            }
+        )
+    return {
+        "rows": rows,
+        "dumps": len(rows),
+        "kinds": sorted({r["kind"] for r in rows}),
+        "dispatchCorrect": sum(r["dispatchCorrect"] for r in rows),
+        "kubectlStateCorrect": sum(r["kubectlStateCorrect"] for r in rows),
+        "kubectlCauseCorrect": sum(r["kubectlCauseCorrect"] for r in rows),
+    }
 
 
 def run() -> dict[str, Any]:
@@ -153,6 +240,7 @@ def run() -> dict[str, Any]:
         "eventsRemovedCorrect": sum(r["eventsRemovedCorrect"] for r in rows),
         "sdkStateCorrect": sum(r["sdkStateCorrect"] for r in rows),
         "sdkCauseCorrect": sum(r["sdkCauseCorrect"] for r in rows),
+        "reports": run_reports(),
     }
 
 

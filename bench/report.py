@@ -162,6 +162,43 @@ def _causes(found: dict[str, Any]) -> list[str]:
         "none, so only the success counts).",
         "",
     ]
+    reports = found.get("reports")
+    if reports:
+        lines += [
+            "### The report corpus (tests/dumps/reports, examples/kubeflow/dumps): every workload kind",
+            "",
+            "What the workload's own status tells a kubectl user (its true terminal condition, "
+            "`Type/Reason`) next to dispatch. `kubectl cause right` counts a reason that names "
+            "the cause by itself (only `DeadlineExceeded` does), or a success. Run: "
+            "`python bench/run.py --only causes --merge`.",
+            "",
+        ]
+        rows = [
+            [
+                r["dump"],
+                r["kind"],
+                r["source"] or "-",
+                f"{r['expectedState']} / {r['expectedCause']}",
+                f"{r['dispatchState']} / {r['dispatchCause']}",
+                "yes" if r["dispatchCorrect"] else "**no**",
+                r["kubectlStatus"],
+                "yes" if r["kubectlStateCorrect"] else "no",
+                "yes" if r["kubectlCauseCorrect"] else "no",
+            ]
+            for r in reports["rows"]
+        ]
+        lines += _table(
+            ["dump", "kind", "modelled on", "expected state / cause", "dispatch",
+             "dispatch correct", "kubectl status", "kubectl state right", "kubectl cause right"],
+            rows,
+        )  # fmt: skip
+        n = reports["dumps"]
+        lines += [
+            f"Share correct over {n} dumps of {len(reports['kinds'])} kinds: dispatch "
+            f"{reports['dispatchCorrect']}/{n}; the workload's status, coarse state "
+            f"{reports['kubectlStateCorrect']}/{n}, cause {reports['kubectlCauseCorrect']}/{n}.",
+            "",
+        ]
     if "peersFailedDumps" in found:
         lines += [
             f"Noise: in {found['peersFailedDumps']} dumps more than one pod failed (peers "

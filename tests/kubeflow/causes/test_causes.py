@@ -7,7 +7,8 @@ import copy
 from typing import Any
 
 from dispatch.adapters.kubeflow.causes.decide import Inputs, derive_outcome, diagnose
-from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet, object_evidence
+from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet, Ref, object_evidence
+from dispatch.adapters.kubeflow.causes.workloads import scoped as scoped_to
 from dispatch.adapters.kubeflow.objects import parse_time
 from dispatch.model import Cause, State
 from tests.kubeflow.causes.objects import (
@@ -109,7 +110,7 @@ def test_an_exit_after_the_pods_deletion_is_not_a_cause() -> None:
         trainjob([cond("Failed", "True", 1002, "FailedJobs", "jobset failed")]), killed
     )
     assert (result.state, result.cause) == (State.FAILED, Cause.UNKNOWN)
-    assert "no recorded evidence says why" in result.summary
+    assert "nothing in the dump says why" in result.summary
     assert any("#status.conditions[Failed]" in e.key for e in result.evidence)
 
 
@@ -373,7 +374,7 @@ def test_scoping_keeps_the_trainjobs_objects_only() -> None:
     evidence = EvidenceSet.from_objects(
         [trainjob(), mine, other, event("Pod", "x-0-abcde", "Preempted", "m", 5)]
     )
-    scoped = evidence.scoped(TRAINJOB)
+    scoped = scoped_to(evidence, Ref("TrainJob", "", TRAINJOB))
     assert [h.ref.name for h in scoped.histories("Pod")] == [mine["metadata"]["name"]]
     assert scoped.histories("Event") == []
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from dispatch.cli.main import cli
 from tests.kubeflow.causes.dumpgen import DUMPS, SCENARIOS, render
 
-KEYS = {"trainJob", "state", "cause", "summary", "firstFailure", "evidence"}
+KEYS = {"workload", "trainJob", "state", "cause", "summary", "firstFailure", "evidence"}
 EVIDENCE_KEYS = {"kind", "key", "observedAt", "summary", "data"}
 
 
@@ -95,14 +95,14 @@ CASES: dict[str, Expected] = {
         "deadline",
     ),
     "unschedulable.yaml": Expected(
-        "failed",
+        "queued",
         "no_capacity",
         (0, None),
         ("#status.conditions[PodScheduled]",),
         "Insufficient nvidia.com/gpu",
     ),
     "exceeds-max-quota.yaml": Expected(
-        "failed",
+        "queued",
         "no_capacity",
         None,
         ("Workload/", "#status.conditions[QuotaReserved]"),
@@ -120,7 +120,7 @@ CASES: dict[str, Expected] = {
         "start_failure",
         None,
         ("#status.conditions[Admitted]", "#Started"),
-        "no pod was ever created",
+        "no pod is in the dump",
     ),
     "app-error.yaml": Expected(
         "failed",
@@ -184,6 +184,11 @@ def test_diagnose_a_dump(name: str) -> None:
     data = diagnose_json(DUMPS / name)
     assert set(data) == KEYS
     assert data["trainJob"] == "mnist-ddp-x7k2p-1"
+    assert data["workload"] == {
+        "kind": "TrainJob",
+        "namespace": "ml-team",
+        "name": data["trainJob"],
+    }
     assert (data["state"], data["cause"]) == (expected.state, expected.cause)
     assert expected.says.lower() in data["summary"].lower()
     assert "\n" not in data["summary"]
@@ -253,7 +258,8 @@ def test_a_dump_without_a_trainjob_exits_2(tmp_path: Path) -> None:
     )
     code, out = run("diagnose", str(path), "-o", "json")
     assert code == 2
-    assert "holds no TrainJob" in json.loads(out)["error"]
+    assert "holds no training workload" in json.loads(out)["error"]
+    assert "it holds: 1 Pod" in json.loads(out)["error"]
     empty = tmp_path / "empty.yaml"
     empty.write_text("")
     assert run("diagnose", str(empty))[0] == 2
@@ -273,7 +279,8 @@ def test_several_trainjobs_need_trainjob(tmp_path: Path) -> None:
     path.write_text(both)
     code, out = run("diagnose", str(path), "-o", "json")
     assert code == 2
-    assert json.loads(out)["trainJobs"] == ["mnist-ddp-x7k2p-1", "other-job-1"]
+    names = [w["name"] for w in json.loads(out)["workloads"]]
+    assert names == ["mnist-ddp-x7k2p-1", "other-job-1"]
     chosen = diagnose_json(path, "--trainjob", "mnist-ddp-x7k2p-1")
     assert chosen["cause"] == "out_of_memory"
     assert run("diagnose", str(path), "--trainjob", "nope")[0] == 2

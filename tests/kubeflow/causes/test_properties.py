@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from dispatch.adapters.kubeflow.causes.decide import Inputs, diagnose
 from dispatch.adapters.kubeflow.causes.dump import parse_dump
 from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet, object_evidence
+from dispatch.adapters.kubeflow.causes.workloads import workloads
 from dispatch.model import Evidence, Outcome, State
 from tests.kubeflow.causes.dumpgen import DUMPS
 
@@ -121,7 +122,11 @@ def test_arbitrary_records_never_crash(records: list[tuple[dict[str, Any], float
     _valid(diagnose(EvidenceSet.from_evidence(evidence)).outcome)
 
 
-DUMP_OBJECTS = {path.name: parse_dump(path.read_text()) for path in sorted(DUMPS.iterdir())}
+DUMP_OBJECTS = {
+    str(path.relative_to(DUMPS)): parse_dump(path.read_text())
+    for path in sorted(DUMPS.rglob("*"))
+    if path.suffix in (".yaml", ".json") and path.parent.name != "not-dumps"
+}
 
 
 def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -150,8 +155,8 @@ def test_garbage_anywhere_in_a_real_dump_never_crashes(name: str, data: st.DataO
             parent = parent[step]
         parent[path[-1]] = data.draw(small_value)
     evidence = EvidenceSet.from_objects(objects)
-    for trainjob in evidence.trainjob_names() or [None]:
-        _valid(diagnose(evidence, Inputs(trainjob=trainjob)).outcome)
+    for workload in workloads(evidence) or [None]:
+        _valid(diagnose(evidence, Inputs(workload=workload)).outcome)
 
 
 @FAST

@@ -292,12 +292,14 @@ class Session:
         return {r.name for r in listed.resources or [] if "/" not in r.name}
 
     async def read_core(self, kind: str, name: str, namespace: str = "") -> JsonObj | None:
-        """A core/v1 ``Namespace`` or ``ConfigMap`` as a dict, or None when absent."""
+        """A core/v1 ``Namespace``, ``ConfigMap`` or ``Node`` as a dict, or None when absent."""
         core = client.CoreV1Api(self.api)
         found: Any
         try:
             if kind == "Namespace":
                 found = await core.read_namespace(name, _request_timeout=self.timeout)
+            elif kind == "Node":
+                found = await core.read_node(name, _request_timeout=self.timeout)
             elif kind == "ConfigMap":
                 found = await core.read_namespaced_config_map(
                     name, namespace, _request_timeout=self.timeout

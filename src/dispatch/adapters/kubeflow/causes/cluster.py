@@ -9,28 +9,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet, ObjectHistory
+from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet, ObjectHistory, Ref
 from dispatch.adapters.kubeflow.causes.facts import (
     Fact,
     Facts,
     Wait,
     one_line,
-    pod_rank,
     proof,
-    rank_from_pod_name,
     sighting_time,
     where,
 )
 from dispatch.adapters.kubeflow.causes.pods import SKEW, finished_at, node_of
+from dispatch.adapters.kubeflow.causes.workloads import jobset_max_restarts
 from dispatch.adapters.kubeflow.objects import (
     annotations_of,
     as_int,
+    as_list,
     condition,
     conditions,
     created,
     dig,
     is_true,
     labels_of,
+    latest_condition_time,
     parse_time,
     text_of,
     when,
@@ -62,22 +63,47 @@ EVICTIONS: dict[str, Cause] = {
 EXCEEDS = "> maximum capacity"
 
 
-def read_trainjob(history: ObjectHistory, facts: Facts) -> None:
-    """Success, deadline, runtime not supported, other failures; suspension; deletion."""
+def read_root(history: ObjectHistory, facts: Facts) -> None:
+    """The workload judged, whatever its kind: identity, queue, suspension; its deletion."""
     latest = history.latest
     ref = history.ref
-    facts.trainjob = ref.name
-    facts.trainjob_created = created(latest)
-    facts.saw(facts.trainjob_created)
+    facts.workload_kind = ref.kind
+    facts.workload = ref.name
+    facts.workload_created = created(latest)
+    facts.saw(facts.workload_created)
     facts.kueue = bool(labels_of(latest).get(QUEUE_LABEL))
-    facts.suspended = dig(latest, "spec", "suspend") is True
+    suspend = dig(latest, "spec", "suspend")
+    if suspend is None:
+        suspend = dig(latest, "spec", "runPolicy", "suspend")  # training-operator v1
+    facts.suspended = suspend is True
     value = {
         "creationTimestamp": dig(latest, "metadata", "creationTimestamp"),
-        "suspend": dig(latest, "spec", "suspend"),
+        "suspend": suspend,
         QUEUE_LABEL: labels_of(latest).get(QUEUE_LABEL),
     }
-    text = f"TrainJob {ref.name} created"
-    facts.trainjob_proof = (proof(ref, latest, "metadata", value, facts.trainjob_created, text),)
+    text = f"{ref.kind} {ref.name} created"
+    facts.workload_proof = (proof(ref, latest, "metadata", value, facts.workload_created, text),)
+    deleted = parse_time(dig(latest, "metadata", "deletionTimestamp")) or history.deleted_at
+    if deleted is not None:
+        actor = text_of(annotations_of(latest).get(CANCELLED_BY))
+        summary = f"the {ref.kind} was deleted" + (f" by {actor}" if actor else "")
+        value = {
+            "deletionTimestamp": dig(latest, "metadata", "deletionTimestamp"),
+            CANCELLED_BY: actor or None,
+        }
+        facts.cancels.append(
+            Fact(
+                Cause.CANCELLED,
+                deleted,
+                summary,
+                (proof(ref, latest, "metadata.deletionTimestamp", value, deleted, summary),),
+            )
+        )
+
+
+def read_trainjob(history: ObjectHistory, facts: Facts) -> None:
+    """Success, deadline, runtime not supported, other failures; suspension."""
+    ref = history.ref
     for obj in history.objects():
         for cond in conditions(obj):
             at = when(cond)
@@ -113,22 +139,6 @@ def read_trainjob(history: ObjectHistory, facts: Facts) -> None:
                     facts.suspensions,
                     Fact(Cause.CANCELLED, at, summary, (proof(ref, obj, path, cond, at, summary),)),
                 )
-    deleted = parse_time(dig(latest, "metadata", "deletionTimestamp")) or history.deleted_at
-    if deleted is not None:
-        actor = text_of(annotations_of(latest).get(CANCELLED_BY))
-        summary = "the TrainJob was deleted" + (f" by {actor}" if actor else "")
-        value = {
-            "deletionTimestamp": dig(latest, "metadata", "deletionTimestamp"),
-            CANCELLED_BY: actor or None,
-        }
-        facts.cancels.append(
-            Fact(
-                Cause.CANCELLED,
-                deleted,
-                summary,
-                (proof(ref, latest, "metadata.deletionTimestamp", value, deleted, summary),),
-            )
-        )
 
 
 def read_jobset(history: ObjectHistory, facts: Facts) -> None:
@@ -168,15 +178,18 @@ def read_jobset(history: ObjectHistory, facts: Facts) -> None:
                 f"the JobSet restarted its jobs {restarts} time(s) (status.restarts {restarts})"
             )
             value = {"restarts": restarts, "RestartingJobSet": restarting}
-            _add(
-                facts.recoveries,
-                Fact(
-                    Cause.UNPLANNED_RECOVERY,
-                    at,
-                    summary,
-                    (proof(ref, obj, "status.restarts", value, at, summary),),
-                ),
+            allowed = jobset_max_restarts(obj)
+            fact = Fact(
+                Cause.UNPLANNED_RECOVERY,
+                at,
+                summary,
+                (proof(ref, obj, "status.restarts", value, at, summary),),
+                planned=f"spec.failurePolicy.maxRestarts {allowed} of JobSet {ref.name}"
+                if allowed
+                else "",
             )
+            _add(facts.recoveries, fact)
+            _add(facts.ran_proofs, fact)
     for born, uid, obj in uids[1:]:
         summary = f"the JobSet was re-created (uid {uid}) and the TrainJob ran again"
         _add(
@@ -190,10 +203,22 @@ def read_jobset(history: ObjectHistory, facts: Facts) -> None:
         )
 
 
-def read_job(history: ObjectHistory, facts: Facts) -> None:
-    """A Job's terminal condition: deadline, a podFailurePolicy exit code, or a plain failure."""
+def read_job(history: ObjectHistory, facts: Facts, *, root: bool = False) -> None:
+    """A Job's terminal condition: deadline, a podFailurePolicy exit code, or a plain failure;
+    its completion when it is the workload judged; its pod counts (pods existed)."""
     ref = history.ref
     for obj in history.objects():
+        _job_counts(ref, obj, facts)
+        success = condition(obj, "Complete") or condition(obj, "SuccessCriteriaMet")
+        if root and success is not None and is_true(success):
+            at = when(success)
+            facts.saw(at)
+            summary = f"the Job completed ({text_of(success.get('reason')) or 'Complete'})"
+            path = f"status.conditions[{success.get('type')}]"
+            _add(
+                facts.successes,
+                Fact(Cause.UNKNOWN, at, summary, (proof(ref, obj, path, success, at, summary),)),
+            )
         for kind in ("FailureTarget", "Failed"):
             cond = condition(obj, kind)
             if cond is None or not is_true(cond):
@@ -208,7 +233,7 @@ def read_job(history: ObjectHistory, facts: Facts) -> None:
                 _add(facts.failures, Fact(Cause.TIMEOUT, at, summary, evidence))
             elif reason == "PodFailurePolicy" and " exit code " in message:
                 pod, code = _policy_exit(message)
-                rank = _rank_of_pod(pod)
+                rank = facts.rank_of(pod) if pod else None
                 text = f"{where(rank, pod)} exited with code {code} (Job {ref.name}: {reason})"
                 _add(
                     facts.failures, Fact(Cause.APP_ERROR, at, text, evidence, rank, pod, None, code)
@@ -229,6 +254,12 @@ def read_workload(history: ObjectHistory, facts: Facts) -> None:
             kind, reason = cond.get("type"), text_of(cond.get("reason"))
             message = one_line(text_of(cond.get("message")))
             path = f"status.conditions[{kind}]"
+            if kind == "PodsReady" and (is_true(cond) or reason == "WaitForRecovery"):
+                # Kueue says all pods were ready (or, waiting for recovery, had been): ranks ran
+                summary = f"Kueue saw the workload's pods ready ({reason or 'PodsReady'})"
+                fact = Fact(Cause.UNKNOWN, at, summary, (proof(ref, obj, path, cond, at, summary),))
+                _add(facts.starts, fact)
+                _add(facts.ran_proofs, fact)
             if cond.get("status") != "True":
                 continue
             if kind == "Evicted":
@@ -265,7 +296,27 @@ def read_workload(history: ObjectHistory, facts: Facts) -> None:
                     facts.successes,
                     Fact(Cause.UNKNOWN, at, summary, (proof(ref, obj, path, cond, at, summary),)),
                 )
+    _had_been_ready(history, facts)
     _workload_now(history, facts)
+
+
+def _had_been_ready(history: ObjectHistory, facts: Facts) -> None:
+    """``status.schedulingStats.evictions[]`` with ``underlyingCause: WaitForRecovery``: Kueue
+    evicted it while waiting for pods that had all been ready to recover, so ranks ran before
+    that eviction (dated just before its ``Evicted`` condition, when the dump has one)."""
+    ref, latest = history.ref, history.latest
+    for entry in as_list(dig(latest, "status", "schedulingStats", "evictions")) or []:
+        if text_of(dig(entry, "underlyingCause")) != "WaitForRecovery":
+            continue
+        reason = text_of(dig(entry, "reason"))
+        evicted = condition(latest, "Evicted")
+        at = when(evicted) if evicted is not None and evicted.get("reason") == reason else None
+        before = at - 1.0 if at is not None else None
+        summary = f"Kueue evicted it ({reason}) while waiting for pods that had been ready"
+        path = "status.schedulingStats.evictions"
+        fact = Fact(Cause.UNKNOWN, before, summary, (proof(ref, latest, path, entry, at, summary),))
+        _add(facts.starts, fact)
+        _add(facts.ran_proofs, fact)
 
 
 def _workload_now(history: ObjectHistory, facts: Facts) -> None:
@@ -352,7 +403,7 @@ def read_nodes(evidence: EvidenceSet, pods: list[ObjectHistory], facts: Facts) -
             if done is not None and at is not None and done < at - SKEW:
                 continue
             name = pod.ref.name
-            rank = pod_rank(pod.latest, name)
+            rank = facts.rank_of(name)
             summary = f"node {node} under {where(rank, name)}: {text}"
             facts.failures.append(Fact(Cause.NODE_LOST, at, summary, proofs, rank, name, node))
             facts.saw(at)
@@ -391,8 +442,23 @@ def _policy_exit(message: str) -> tuple[str | None, int | None]:
     return pod, code
 
 
-def _rank_of_pod(pod: str | None) -> int | None:
-    return rank_from_pod_name(pod) if pod else None
+def _job_counts(ref: Ref, obj: Any, facts: Facts) -> None:
+    """Pods a Job counted (``status.failed``/``succeeded``/``uncountedTerminatedPods``) existed,
+    whether or not they are still there."""
+    status = dig(obj, "status")
+    counts = {k: as_int(dig(status, k)) or 0 for k in ("failed", "succeeded")}
+    uncounted = dig(status, "uncountedTerminatedPods")
+    pending = sum(len(as_list(dig(uncounted, k)) or []) for k in ("failed", "succeeded"))
+    if not any(counts.values()) and not pending:
+        return
+    at = latest_condition_time(obj) or created(obj)
+    shown = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+    summary = f"Job {ref.name} counted pods that ran ({shown or 'uncounted terminated pods'})"
+    value = {**counts, "uncountedTerminatedPods": uncounted}
+    _add(
+        facts.ran_proofs,
+        Fact(Cause.UNKNOWN, at, summary, (proof(ref, obj, "status", value, at, summary),)),
+    )
 
 
 def _add(bucket: list[Fact], fact: Fact) -> None:

@@ -34,13 +34,25 @@ from dispatch.adapters.kubeflow.causes.cluster import (
     read_job,
     read_jobset,
     read_nodes,
+    read_root,
     read_trainjob,
     read_workload,
 )
 from dispatch.adapters.kubeflow.causes.events import read_events
-from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet
+from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet, Ref
 from dispatch.adapters.kubeflow.causes.facts import Fact, Facts, Wait
+from dispatch.adapters.kubeflow.causes.operator import read_operator_job
 from dispatch.adapters.kubeflow.causes.pods import SKEW, read_pods
+from dispatch.adapters.kubeflow.causes.workloads import (
+    OPERATOR_KINDS,
+    jobset_max_restarts,
+    managed_by_dispatch,
+    ranks,
+    replacement_plans,
+    scoped,
+    with_master,
+    workloads,
+)
 from dispatch.adapters.kubeflow.objects import dig, names_of
 from dispatch.model import Cause, Evidence, Failure, Outcome, State
 from dispatch.model.units import format_duration
@@ -83,6 +95,8 @@ class Inputs:
     cancelled_at: float | None = None
     #: keep only the evidence of this TrainJob (a dump may hold other objects)
     trainjob: str | None = None
+    #: keep only the evidence of this workload, of any kind (wins over ``trainjob``)
+    workload: Ref | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +109,14 @@ class Diagnosis:
     trainjob: str | None
     outcome: Outcome
     changes_at: float | None = None
+    #: the workload judged (for a TrainJob, ``trainjob`` is its name)
+    workload: Ref | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ``dispatch diagnose --output json`` object (spec section 4)."""
         first = self.outcome.first_failure
         return {
+            "workload": self.workload.to_json() if self.workload else None,
             "trainJob": self.trainjob,
             "state": self.outcome.state.value,
             "cause": self.outcome.cause.value if self.outcome.cause else None,
@@ -116,11 +133,18 @@ class Diagnosis:
 def diagnose(evidence: EvidenceSet, inputs: Inputs | None = None) -> Diagnosis:
     """The attempt's outcome and the evidence that proves it (see the module docstring)."""
     inputs = inputs or Inputs()
-    if inputs.trainjob is not None:
-        evidence = evidence.scoped(inputs.trainjob)
-    facts = gather(evidence)
+    root = inputs.workload
+    if root is None and inputs.trainjob is not None:
+        root = Ref("TrainJob", "", inputs.trainjob)
+    if root is not None:
+        evidence = scoped(evidence, root)
+    else:
+        root = next(iter(workloads(evidence)), None)
+    facts = gather(evidence, root)
     changes_at = _next_deadline(facts, inputs)
-    return Diagnosis(facts.trainjob or inputs.trainjob, decide(facts, inputs), changes_at)
+    trainjob = root.name if root is not None and root.kind == "TrainJob" else None
+    own = evidence.get(root.kind, root.name, root.namespace or None) if root else None
+    return Diagnosis(trainjob, decide(facts, inputs), changes_at, own.ref if own else root)
 
 
 def derive_outcome(evidence: EvidenceSet, inputs: Inputs | None = None) -> Outcome:
@@ -128,22 +152,40 @@ def derive_outcome(evidence: EvidenceSet, inputs: Inputs | None = None) -> Outco
     return diagnose(evidence, inputs).outcome
 
 
-def gather(evidence: EvidenceSet) -> Facts:
-    """Every fact the evidence holds."""
-    facts = Facts()
+def gather(evidence: EvidenceSet, root: Ref | None = None) -> Facts:
+    """Every fact the evidence holds about the workload ``root`` (default: its top-level one)."""
+    facts = Facts(from_dump=evidence.is_dump)
+    facts.ranks = ranks(evidence)
+    facts.with_master = with_master(evidence)
+    facts.dispatch_managed = managed_by_dispatch(evidence)
+    facts.plans = {
+        f"JobSet/{h.ref.name}": f"spec.failurePolicy.maxRestarts {n} of JobSet {h.ref.name}"
+        for h in evidence.histories("JobSet")
+        if (n := jobset_max_restarts(h.latest)) > 0
+    }
     pods = evidence.histories("Pod")
-    read_pods(pods, facts)
+    read_pods(pods, facts, replacement_plans(evidence))
     init = {p.ref.name: set(names_of(dig(p.latest, "spec", "initContainers"))) for p in pods}
     read_events(evidence.histories("Event"), facts, init)
+    if root is None:
+        root = next(iter(workloads(evidence)), None)
+    own = evidence.get(root.kind, root.name, root.namespace or None) if root else None
+    if own is not None:
+        read_root(own, facts)
     for history in evidence.histories("TrainJob"):
         read_trainjob(history, facts)
     for history in evidence.histories("JobSet"):
         read_jobset(history, facts)
     for history in evidence.histories("Job"):
-        read_job(history, facts)
+        read_job(history, facts, root=history is own)
+    for kind in OPERATOR_KINDS:
+        for history in evidence.histories(kind):
+            read_operator_job(history, facts)
     for history in evidence.histories("Workload"):
         read_workload(history, facts)
     read_nodes(evidence, pods, facts)
+    if facts.ran_proofs:
+        facts.pods_seen = True
     return facts
 
 
@@ -168,9 +210,10 @@ def _rank_key(fact: Fact) -> tuple[int, float, bool, str]:
 
 
 def decide(facts: Facts, inputs: Inputs) -> Outcome:
-    """The decision over gathered facts (rules 2-6 of the module docstring)."""
+    """The decision over gathered facts (rules 2-7 of the module docstring)."""
     now = inputs.now if inputs.now is not None else facts.latest
     started = facts.first_start()
+    planned, unplanned = _recoveries(facts, inputs)
     failures = list(facts.failures)
     failures += [
         replace(e, summary=f"{e.summary} (after ranks had started)")
@@ -178,8 +221,9 @@ def decide(facts: Facts, inputs: Inputs) -> Outcome:
         if _after(e.at, started)
     ]
     failures += _overdue(facts, now, inputs.patience, started)
-    first = first_of(failures)
-    recovery = None if inputs.restarts_allowed else first_of(facts.recoveries)
+    recovered = [f for f in failures if _absorbed(f, planned)]
+    first = first_of([f for f in failures if f not in recovered])
+    recovery = first_of(unplanned)
     success = first_of(facts.successes)
     cancel = _cancel(facts, inputs, started, now)
 
@@ -188,7 +232,7 @@ def decide(facts: Facts, inputs: Inputs) -> Outcome:
     ):
         return _outcome(State.CANCELLED, Cause.CANCELLED, cancel.summary, cancel, [cancel])
     if recovery is not None and not (success is not None and _before(success, recovery)):
-        state = State.RUNNING if facts.live_pods and not facts.ends else State.FAILED
+        state = State.RUNNING if facts.live_pods and not _final_ends(facts) else State.FAILED
         cause_of = first if first is not None and _before(first, recovery) else None
         summary = recovery.summary + (f", after: {cause_of.summary}" if cause_of else "")
         support = [f for f in facts.recoveries if f is not recovery and _supports(f, recovery)]
@@ -198,12 +242,94 @@ def decide(facts: Facts, inputs: Inputs) -> Outcome:
         return _outcome(State.SUCCEEDED, None, success.summary, None, facts.successes)
     if first is not None:
         support = [f for f in failures if f is not first and _supports(f, first)]
-        return _outcome(State.FAILED, first.cause, first.summary, first, [first, *support])
+        if first.exit_code is None:  # an event first; the pod's own status has the code
+            code = next((f.exit_code for f in support if f.pod == first.pod), None)
+            first = replace(first, exit_code=code)
+        # waiting for capacity is what the objects show; ending the attempt is policy's call
+        waiting = first.cause is Cause.NO_CAPACITY and started is None and not facts.ends
+        state = State.QUEUED if waiting else State.FAILED
+        return _outcome(state, first.cause, first.summary, first, [first, *support])
+    if recovered:
+        # every failure was followed by a re-run the workload's own spec asks for
+        earliest = first_of(recovered) or recovered[0]
+        shown = [earliest, *planned[:3]]
+        then = _then(planned, earliest)
+        if _final_ends(facts):
+            end = _the_end(facts)
+            summary = f"{earliest.summary}; then {then}; {end.summary}"
+            return _outcome(State.FAILED, earliest.cause, summary, earliest, [*shown, end])
+        summary = f"running again after: {earliest.summary}; then {then}"
+        return _outcome(State.RUNNING, None, summary, None, shown)
     if facts.ends:
-        end = first_of(facts.ends) or facts.ends[0]
-        summary = f"{end.summary}; no recorded evidence says why"
+        end = _the_end(facts)
+        if facts.from_dump:
+            missing = "" if facts.pods_in_evidence else " (no pods of it in the dump)"
+            summary = f"{end.summary}; nothing in the dump says why{missing}"
+        else:
+            summary = f"{end.summary}; no recorded evidence says why"
         return _outcome(State.FAILED, Cause.UNKNOWN, summary, None, facts.ends)
     return _waiting(facts, started)
+
+
+def _final_ends(facts: Facts) -> list[Fact]:
+    """The ends that no re-run followed (a Job's failure that a JobSet restart answered is
+    not the end of the workload)."""
+    reruns = [r.at for r in facts.recoveries if r.at is not None]
+    last = max(reruns, default=None)
+    return [
+        e
+        for e in facts.ends
+        if last is None or e.at is None or e.at >= last - SKEW or facts.is_root(e)
+    ]
+
+
+def _the_end(facts: Facts) -> Fact:
+    """The end to report: the workload's own terminal condition first, else the earliest."""
+    own = [e for e in facts.ends if facts.is_root(e)]
+    return first_of(own) or first_of(facts.ends) or facts.ends[0]
+
+
+def _recoveries(facts: Facts, inputs: Inputs) -> tuple[list[Fact], list[Fact]]:
+    """(planned, unplanned) re-runs. Planned: those the workload's own spec asks for (pod
+    ``restartPolicy``, Job ``backoffLimit``, JobSet ``maxRestarts``, ...) when dispatch did not
+    make it; dispatch starts its attempts itself, so inside one every re-run is unplanned,
+    unless the runtime allows rank restarts (``inputs.restarts_allowed``: none is a cause)."""
+    if inputs.restarts_allowed:
+        return [], []
+    if facts.dispatch_managed:
+        return [], list(facts.recoveries)
+    planned = [r for r in facts.recoveries if r.planned]
+    return planned, [r for r in facts.recoveries if not r.planned]
+
+
+def _absorbed(failure: Fact, planned: list[Fact]) -> bool:
+    """A rank's failure followed by a planned re-run of that rank (or of the whole workload)."""
+    if failure.at is None or (failure.rank is None and failure.pod is None):
+        return False
+    for rerun in planned:
+        if rerun.at is None or rerun.at < failure.at - SKEW:
+            continue
+        whole = rerun.rank is None and rerun.pod is None
+        if (
+            whole
+            or rerun.pod == failure.pod
+            or (rerun.rank is not None and rerun.rank == failure.rank)
+        ):
+            return True
+    return False
+
+
+def _then(planned: list[Fact], after: Fact | None = None) -> str:
+    """What followed the failures: re-runs (of ``after``'s rank, when it has some), and the
+    field of the spec that asked for them."""
+    mine = [f for f in planned if after is not None and _absorbed(after, [f])]
+    planned = mine or planned
+    by_object: dict[str, str] = {}  # per object, the most precise text (with the value)
+    for text in sorted({f.planned for f in planned}, key=len, reverse=True):
+        by_object.setdefault(text.rpartition(" of ")[2], text)
+    fields = list(by_object.values())
+    more = f" (and {len(fields) - 1} more)" if len(fields) > 1 else ""
+    return f"re-run as {fields[0]} asks{more}" if fields else "re-run"
 
 
 def _waiting(facts: Facts, started: float | None) -> Outcome:
@@ -211,10 +337,10 @@ def _waiting(facts: Facts, started: float | None) -> Outcome:
     if started is not None:
         start = first_of(facts.starts)
         return _outcome(State.RUNNING, None, "a rank started", None, [start] if start else [])
-    if facts.trainjob is None and not facts.pods_seen:
-        return Outcome(State.PENDING, summary="no TrainJob observed yet")
+    if facts.workload is None and not facts.pods_seen:
+        return Outcome(State.PENDING, summary=f"no {facts.workload_kind} observed yet")
     if facts.suspended and not facts.kueue:
-        return Outcome(State.HELD, summary="the TrainJob is suspended (held)")
+        return Outcome(State.HELD, summary=f"the {facts.workload_kind} is suspended (held)")
     evicted = first_of(facts.evictions)
     if evicted is not None:
         return _outcome(
@@ -285,21 +411,23 @@ def _pod_waits(facts: Facts, now: float | None) -> list[Wait]:
     version mismatch that leaves the TrainJob suspended)."""
     admitted = [f.at for f in facts.admissions if f.at is not None]
     proofs = tuple(p for f in facts.admissions for p in f.proofs)
+    never = "no pod is in the dump" if facts.from_dump else "no pod was ever created"
+    kind = facts.workload_kind
     if facts.admitted_now or (facts.admitted_now is None and admitted):
         if admitted:
-            text = "Kueue admitted the workload but no pod was ever created"
+            text = f"Kueue admitted the workload but {never}"
             # measured from the first admission: requeues in between created no pod either
             return [Wait(Cause.START_FAILURE, min(admitted), now, True, text, proofs)]
         return []
-    created = facts.trainjob_created
-    if facts.trainjob is None or created is None:
+    created = facts.workload_created
+    if facts.workload is None or created is None:
         return []
     if not facts.kueue and not facts.suspended:
-        text = "the TrainJob exists but no pod was ever created"
-        return [Wait(Cause.START_FAILURE, created, now, True, text, facts.trainjob_proof)]
+        text = f"the {kind} exists but {never}"
+        return [Wait(Cause.START_FAILURE, created, now, True, text, facts.workload_proof)]
     if facts.kueue and facts.admitted_now is None:
-        text = "the TrainJob waits in its Kueue queue and no Workload admitted it"
-        return [Wait(Cause.NO_CAPACITY, created, now, True, text, facts.trainjob_proof)]
+        text = f"the {kind} waits in its Kueue queue and no Workload admitted it"
+        return [Wait(Cause.NO_CAPACITY, created, now, True, text, facts.workload_proof)]
     return []
 
 

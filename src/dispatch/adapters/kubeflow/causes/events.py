@@ -10,7 +10,7 @@ pods existed) and its failure reasons. An event's time is its first occurrence.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dispatch.adapters.kubeflow.causes.cluster import EVICTIONS
@@ -21,7 +21,6 @@ from dispatch.adapters.kubeflow.causes.facts import (
     Wait,
     one_line,
     proof,
-    rank_from_pod_name,
     where,
 )
 from dispatch.adapters.kubeflow.objects import as_int, created, dig, format_time, text_of, when
@@ -58,6 +57,8 @@ class EventView:
     first: float | None
     last: float | None
     count: int
+    #: the part of the object it is about (``spec.initContainers{init}``), or ""
+    field_path: str = ""
 
 
 def view(history: ObjectHistory) -> EventView | None:
@@ -73,6 +74,9 @@ def view(history: ObjectHistory) -> EventView | None:
         or first
     )
     count = as_int(dig(obj, "count")) or as_int(dig(obj, "series", "count")) or 1
+    subject_field = text_of(dig(obj, "involvedObject", "fieldPath")) or text_of(
+        dig(obj, "regarding", "fieldPath")
+    )
     return EventView(
         history.ref,
         obj,
@@ -83,6 +87,7 @@ def view(history: ObjectHistory) -> EventView | None:
         first,
         last,
         count,
+        subject_field,
     )
 
 
@@ -114,11 +119,16 @@ def _fact(event: EventView, cause: Cause, summary: str, **where_: Any) -> Fact:
 
 def _on_pod(event: EventView, facts: Facts, init_containers: dict[str, set[str]]) -> None:
     pod = event.name
-    rank = rank_from_pod_name(pod)
+    rank = facts.rank_of(pod)
     who = where(rank, pod)
     reason, message = event.reason, event.message
     place = {"rank": rank, "pod": pod}
-    if reason == "Preempted":
+    init = _init_container(event, init_containers.get(pod))
+    if init and reason in ("BackOff", "Failed"):
+        # an init container that keeps failing: the training container never ran
+        summary = f"init container {init} of {who} keeps failing ({reason}): {message}"
+        facts.failures.append(_fact(event, Cause.START_FAILURE, summary, **place))
+    elif reason == "Preempted":
         facts.failures.append(
             _fact(event, Cause.PREEMPTED, f"{who} was preempted: {message}", **place)
         )
@@ -147,14 +157,14 @@ def _on_pod(event: EventView, facts: Facts, init_containers: dict[str, set[str]]
             Wait(Cause.NO_CAPACITY, event.first, event.last, False, summary, evidence, rank, pod)
         )
     elif reason == "BackOff" and "restarting failed container" in message:
-        facts.recoveries.append(
-            _fact(
-                event,
-                Cause.UNPLANNED_RECOVERY,
-                f"{who} is restarting a failed container: {message}",
-                **place,
-            )
+        fact = _fact(
+            event,
+            Cause.UNPLANNED_RECOVERY,
+            f"{who} is restarting a failed container: {message}",
+            **place,
         )
+        # the kubelet restarts a container only when the pod's restartPolicy asks it to
+        facts.recoveries.append(replace(fact, planned=f"spec.restartPolicy of pod {pod}"))
     elif reason in ("Failed", "BackOff", "InspectFailed", "ErrImageNeverPull") and any(
         word in message for word in _START_FAILURE_WORDS
     ):
@@ -172,6 +182,20 @@ def _on_pod(event: EventView, facts: Facts, init_containers: dict[str, set[str]]
                 _fact(event, Cause.UNKNOWN, f"container {container} of {who} started", **place)
             )
     facts.pods_seen = True
+
+
+def _init_container(event: EventView, known: set[str] | None) -> str:
+    """The init container an event is about (its ``fieldPath``, else its message), or ""."""
+    path = event.field_path
+    if path.startswith("spec.initContainers{") and path.endswith("}"):
+        return path[len("spec.initContainers{") : -1]
+    match = _BACKOFF_CONTAINER.search(event.message)
+    if match and known and match.group("name") in known:
+        return match.group("name")
+    return ""
+
+
+_BACKOFF_CONTAINER = re.compile(r"restarting failed container[= ](?P<name>[\w.-]+)")
 
 
 def _on_job(event: EventView, facts: Facts, _: dict[str, set[str]]) -> None:
@@ -215,9 +239,9 @@ def _on_jobset(event: EventView, facts: Facts, _: dict[str, set[str]]) -> None:
     if reason == "Restarting" or (
         reason.startswith("Restart") and reason.endswith("FailurePolicyAction")
     ):
-        facts.recoveries.append(
-            _fact(event, Cause.UNPLANNED_RECOVERY, f"the JobSet restarted ({reason}): {message}")
-        )
+        fact = _fact(event, Cause.UNPLANNED_RECOVERY, f"the JobSet restarted ({reason}): {message}")
+        planned = facts.plans.get(f"JobSet/{event.name}", "")
+        facts.recoveries.append(replace(fact, planned=planned))
     elif reason == "FailJobSetFailurePolicyAction":
         facts.ends.append(_fact(event, Cause.UNKNOWN, f"the JobSet failed ({reason}): {message}"))
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dispatch.adapters.kubeflow.objects import as_list, dig, text_of
+from dispatch.adapters.kubeflow.objects import dig, text_of
 from dispatch.model import Evidence
 
 #: the key suffix of a record saying the object was deleted (its ``data`` is the last state)
@@ -30,7 +30,11 @@ DELETED_SUFFIX = "#deleted"
 
 #: kinds the cause function reads, by the lower-case name a record's ``kind`` may use
 KINDS = {
-    kind.lower(): kind for kind in ("TrainJob", "JobSet", "Job", "Pod", "Event", "Workload", "Node")
+    kind.lower(): kind
+    for kind in (
+        *("TrainJob", "JobSet", "Job", "Pod", "Event", "Workload", "Node"),
+        *("PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob"),
+    )
 }
 
 
@@ -161,65 +165,10 @@ class EvidenceSet:
     def trainjob_names(self) -> list[str]:
         return [h.ref.name for h in self.histories("TrainJob")]
 
-    def scoped(self, trainjob: str) -> EvidenceSet:
-        """Only what belongs to the TrainJob ``trainjob`` (a dump may hold unrelated objects).
-
-        Kept: the TrainJob; the JobSet of the same name; Jobs and Pods labelled with its JobSet
-        or TrainJob name; its Kueue Workload (label ``kueue.x-k8s.io/job-uid`` or owner
-        reference); the Nodes its pods ran on; and Events about any of these (pods that
-        vanished are recognised by the ``<trainjob>-`` prefix JobSet gives their names).
-        """
-        own = self.get("TrainJob", trainjob)
-        uids = {text_of(dig(o, "metadata", "uid")) for o in own.objects()} if own else set()
-        uids.discard("")
-        kept: list[ObjectHistory] = []
-        names: set[tuple[str, str]] = set()
-        for history in self.histories():
-            if history.ref.kind == "Event":
-                continue
-            if _belongs(history, trainjob, uids):
-                kept.append(history)
-                names.add((history.ref.kind, history.ref.name))
-        nodes = {
-            text_of(dig(o, "spec", "nodeName"))
-            for h in kept
-            if h.ref.kind == "Pod"
-            for o in h.objects()
-        }
-        for history in self.histories("Node"):
-            if history.ref.name in nodes:
-                kept.append(history)
-                names.add(("Node", history.ref.name))
-        prefix = f"{trainjob}-"
-        for history in self.histories("Event"):
-            about = event_subject(history.latest)
-            if about is None:
-                continue
-            kind, name = about
-            if (kind, name) in names or (kind in ("Pod", "Job") and name.startswith(prefix)):
-                kept.append(history)
-        return EvidenceSet(kept)
-
-
-def _belongs(history: ObjectHistory, trainjob: str, uids: set[str]) -> bool:
-    kind = history.ref.kind
-    for obj in history.objects():
-        labels = dig(obj, "metadata", "labels")
-        labels = labels if isinstance(labels, Mapping) else {}
-        if kind in ("TrainJob", "JobSet") and history.ref.name == trainjob:
-            return True
-        if kind in ("Job", "Pod") and trainjob in (
-            labels.get("jobset.sigs.k8s.io/jobset-name"),
-            labels.get("trainer.kubeflow.org/trainjob-name"),
-        ):
-            return True
-        if kind == "Workload":
-            if text_of(labels.get("kueue.x-k8s.io/job-uid")) in uids:
-                return True
-            for owner in as_list(dig(obj, "metadata", "ownerReferences")) or []:
-                if dig(owner, "kind") == "TrainJob" and dig(owner, "name") == trainjob:
-                    return True
-    return False
+    @property
+    def is_dump(self) -> bool:
+        """No sighting has an observation time: a dump, not a record of watching."""
+        return all(s.at is None for h in self._by_ref.values() for s in h.sightings)
 
 
 def event_subject(event: Any) -> tuple[str, str] | None:

@@ -11,27 +11,19 @@ raises on malformed input.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from dispatch.adapters.kubeflow.causes.evidence import Ref, Sighting
+from dispatch.adapters.kubeflow.causes.workloads import rank_from_pod_name
 from dispatch.adapters.kubeflow.objects import (
-    annotations_of,
-    as_int,
     created,
     dig,
     format_time,
-    labels_of,
     latest_condition_time,
 )
 from dispatch.model import Cause, Evidence
-
-#: the pod label/annotation holding a pod's index in its Indexed Job (= PET_NODE_RANK)
-INDEX_KEY = "batch.kubernetes.io/job-completion-index"
-#: pods are named ``<job>-<index>-<5 random>`` by the Job controller
-_POD_NAME = re.compile(r"^(?P<job>.+)-(?P<index>\d+)-[a-z0-9]{5}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +44,8 @@ class Fact:
     pod: str | None = None
     node: str | None = None
     exit_code: int | None = None
+    #: for a re-run: the field of the workload's own spec that asks for it ("" when none does)
+    planned: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,14 +92,17 @@ class Facts:
     waits: list[Wait] = field(default_factory=list)
     #: node trouble seen in events, by node name (or ``pod:<name>`` for an event on a pod)
     node_troubles: dict[str, list[Fact]] = field(default_factory=dict)
-    #: pods (or pod creations) were seen at all
+    #: pods (or pod creations) were seen at all, or objects prove they existed
     pods_seen: bool = False
-    #: the TrainJob, as last seen
-    trainjob: str | None = None
-    trainjob_created: float | None = None
-    #: the TrainJob's identity, creation, queue and suspension, as proof for waits
-    trainjob_proof: tuple[Evidence, ...] = ()
-    #: the TrainJob is suspended now (``spec.suspend``), and whether Kueue manages it
+    #: some pod is in the evidence itself
+    pods_in_evidence: bool = False
+    #: the workload judged (TrainJob, JobSet, PyTorchJob, Job, ...): its kind and name
+    workload_kind: str = "TrainJob"
+    workload: str | None = None
+    workload_created: float | None = None
+    #: the workload's identity, creation, queue and suspension, as proof for waits
+    workload_proof: tuple[Evidence, ...] = ()
+    #: the workload is suspended now (``spec.suspend``), and whether Kueue manages it
     suspended: bool = False
     kueue: bool = False
     #: the Workload is admitted now (None when there is no Workload)
@@ -114,6 +111,28 @@ class Facts:
     live_pods: bool = False
     #: the latest time any object mentions (the default "now" for a dump)
     latest: float | None = None
+    #: each pod's rank, by pod name (``workloads.ranks``); PyTorchJobs with a master
+    ranks: dict[str, int | None] = field(default_factory=dict)
+    with_master: frozenset[str] = frozenset()
+    #: dispatch made the workload: no re-run inside it is planned (it starts attempts itself)
+    dispatch_managed: bool = False
+    #: the evidence is a dump (no observation times): say "in the dump", not "ever"
+    from_dump: bool = False
+    #: objects that prove pods existed though none is in the evidence (Job counts, restarts)
+    ran_proofs: list[Fact] = field(default_factory=list)
+    #: re-runs a workload's spec asks for, by ``Kind/name`` (``JobSet/x``: its maxRestarts)
+    plans: dict[str, str] = field(default_factory=dict)
+
+    def is_root(self, fact: Fact) -> bool:
+        """The fact is proved by the workload judged itself (not by its JobSet or Jobs)."""
+        prefix = f"{self.workload_kind}/{self.workload}#"
+        return any(p.key.startswith(prefix) for p in fact.proofs)
+
+    def rank_of(self, pod: str) -> int | None:
+        """A pod's rank: from its labels when it was seen, else from its name."""
+        if pod in self.ranks:
+            return self.ranks[pod]
+        return rank_from_pod_name(pod, self.with_master)
 
     def first_start(self) -> float | None:
         times = [f.at for f in self.starts if f.at is not None]
@@ -125,21 +144,6 @@ class Facts:
 
 
 # --- reading helpers -------------------------------------------------------------------------
-
-
-def pod_rank(pod: Any, name: str = "") -> int | None:
-    """The pod's completion index (its node rank): label, annotation, else its name."""
-    for source in (labels_of(pod), annotations_of(pod)):
-        index = as_int(source.get(INDEX_KEY))
-        if index is not None:
-            return index
-    return rank_from_pod_name(name or str(dig(pod, "metadata", "name") or ""))
-
-
-def rank_from_pod_name(name: str) -> int | None:
-    """The index in a Job pod's generated name ``<job>-<index>-<5 random>``, else None."""
-    match = _POD_NAME.match(name)
-    return int(match.group("index")) if match else None
 
 
 def sighting_time(sighting: Sighting) -> float | None:

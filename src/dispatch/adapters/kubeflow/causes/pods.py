@@ -15,6 +15,7 @@ for get that treatment (with the ``SKEW`` tolerance): an exit recorded in a stat
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from dispatch.adapters.kubeflow.causes.evidence import ObjectHistory, Sighting
@@ -23,11 +24,11 @@ from dispatch.adapters.kubeflow.causes.facts import (
     Facts,
     Wait,
     one_line,
-    pod_rank,
     proof,
     sighting_time,
     where,
 )
+from dispatch.adapters.kubeflow.causes.workloads import restart_policy
 from dispatch.adapters.kubeflow.objects import (
     as_int,
     as_list,
@@ -39,7 +40,7 @@ from dispatch.adapters.kubeflow.objects import (
     text_of,
     when,
 )
-from dispatch.model import Cause
+from dispatch.model import Cause, Evidence
 
 #: seconds of clock difference between nodes and the control plane that ordering tolerates
 SKEW = 2.0
@@ -87,11 +88,21 @@ START_FAILURES = frozenset(
 )
 
 
-def read_pods(pods: list[ObjectHistory], facts: Facts) -> None:
-    """Add every pod's facts, then the replacement pods (two pods for one index)."""
+#: pod ``status.reason`` values given only to a pod that was running: it ran, whatever else
+#: the dump (no ``startTime``, no container state) says
+RAN_REASONS = frozenset({"Evicted", "Terminated", "Shutdown"})
+
+
+def read_pods(
+    pods: list[ObjectHistory], facts: Facts, replacing: dict[str, str] | None = None
+) -> None:
+    """Add every pod's facts, then the replacement pods (two pods for one index).
+
+    ``replacing``: for a pod, the field of its controller's spec that asks for a failed pod
+    to be replaced (``Job.spec.backoffLimit 6``), when one does."""
     for history in pods:
         _read_pod(history, facts)
-    _replacements(pods, facts)
+    _replacements(pods, facts, replacing or {})
 
 
 def deletion_requested(history: ObjectHistory) -> float | None:
@@ -135,7 +146,7 @@ def _statuses(pod: Any, key: str) -> list[Mapping[str, Any]]:
 
 def _read_pod(history: ObjectHistory, facts: Facts) -> None:
     latest = history.latest
-    facts.pods_seen = True
+    facts.pods_seen = facts.pods_in_evidence = True
     facts.saw(created(latest))
     phase = dig(latest, "status", "phase")
     unfinished = finished_at(latest) is None and phase not in ("Succeeded", "Failed")
@@ -153,7 +164,7 @@ class _PodReader:
         self.history = history
         self.facts = facts
         self.name = history.ref.name
-        self.rank = pod_rank(history.latest, self.name)
+        self.rank = facts.rank_of(self.name)
         self.node = node_of(history)
         self.deleting = deletion_requested(history)
         self.seen: set[tuple[Any, ...]] = set()
@@ -244,6 +255,12 @@ class _PodReader:
             ("reason", reason),
             self.fact(cause, at, summary, obj, "status.reason", value),
         )
+        if reason in RAN_REASONS:
+            # only a running pod is evicted or shut down: it had started by then at the latest
+            began = parse_time(dig(obj, "status", "startTime")) or at
+            text = f"{self.who} was running ({reason} is given only to a running pod)"
+            fact = self.fact(Cause.UNKNOWN, began, text, obj, "status.reason", value)
+            self.add(self.facts.starts, ("ran", reason), fact)
 
     def container(
         self,
@@ -297,7 +314,9 @@ class _PodReader:
             fact = self.fact(
                 Cause.UNPLANNED_RECOVERY, at, summary, obj, f"{path}.restartCount", value
             )
-            self.add(self.facts.recoveries, ("restart", name), fact)
+            # the kubelet restarts a container only when the pod's restartPolicy asks it to
+            policy = f"spec.restartPolicy {restart_policy(obj)} of pod {self.name}"
+            self.add(self.facts.recoveries, ("restart", name), replace(fact, planned=policy))
 
     def terminated(
         self,
@@ -333,6 +352,55 @@ class _PodReader:
         self.add(self.facts.failures, ("exit", container, end, code), fact)
 
 
+def _rerun(
+    facts: Facts,
+    history: ObjectHistory,
+    born: float | None,
+    summary: str,
+    evidence: Evidence,
+    replacing: dict[str, str],
+) -> None:
+    """Record that the pod ``history`` ran its rank again (planned when its controller's
+    spec asks for replacements: ``replacing``)."""
+    name = history.ref.name
+    facts.recoveries.append(
+        Fact(
+            Cause.UNPLANNED_RECOVERY,
+            born,
+            summary,
+            (evidence,),
+            facts.rank_of(name),
+            name,
+            node_of(history),
+            planned=replacing.get(name, ""),
+        )
+    )
+
+
+def _recreated(
+    pods: list[ObjectHistory],
+    facts: Facts,
+    replacing: dict[str, str],
+    started: dict[str, float | None],
+) -> None:
+    """A pod seen under a new uid (training-operator pods keep their name when the operator
+    re-creates them): the rank ran again if the earlier pod had started."""
+    for history in pods:
+        name = history.ref.name
+        uids: list[tuple[str, Any]] = []
+        for obj in history.objects():
+            uid = text_of(dig(obj, "metadata", "uid"))
+            if uid and uid not in [u for u, _ in uids]:
+                uids.append((uid, obj))
+        if len(uids) < 2 or name not in started:
+            continue
+        for uid, obj in uids[1:]:
+            born = created(obj)
+            summary = f"pod {name} was created again (uid {uid}) after its earlier pod had run"
+            evidence = proof(history.ref, obj, "metadata.uid", uid, born, summary)
+            _rerun(facts, history, born, summary, evidence, replacing)
+
+
 def _disruption_time(pod: Any) -> float | None:
     for cond in conditions(pod):
         if cond.get("type") == "DisruptionTarget":
@@ -340,13 +408,13 @@ def _disruption_time(pod: Any) -> float | None:
     return None
 
 
-def _replacements(pods: list[ObjectHistory], facts: Facts) -> None:
+def _replacements(pods: list[ObjectHistory], facts: Facts, replacing: dict[str, str]) -> None:
     """A pod created for an index whose earlier pod had already started: work ran twice."""
     started = {f.pod: f.at for f in facts.starts if f.pod is not None}
     groups: dict[tuple[Any, ...], list[tuple[float, ObjectHistory]]] = {}
     for history in pods:
         latest = history.latest
-        rank = pod_rank(latest, history.ref.name)
+        rank = facts.rank_of(history.ref.name)
         if rank is None:
             continue
         labels = labels_of(latest)
@@ -356,9 +424,12 @@ def _replacements(pods: list[ObjectHistory], facts: Facts) -> None:
         )
         if job == ("", ""):
             job = (text_of(labels.get("batch.kubernetes.io/job-name")), "")
+        if job == ("", ""):
+            job = (text_of(labels.get("training.kubeflow.org/job-name")), "")
         born = created(latest) or history.first_seen
         if born is not None:
             groups.setdefault((*job, rank), []).append((born, history))
+    _recreated(pods, facts, replacing, started)
     for members in groups.values():
         members.sort(key=lambda pair: (pair[0], pair[1].ref.name))
         for position, (born, history) in enumerate(members[1:], start=1):
@@ -367,7 +438,7 @@ def _replacements(pods: list[ObjectHistory], facts: Facts) -> None:
             if not ran:
                 continue
             name, first = history.ref.name, ran[0].ref.name
-            rank = pod_rank(history.latest, name)
+            rank = facts.rank_of(name)
             summary = f"a second pod {name} was created for rank {rank} after pod {first} had run"
             evidence = proof(
                 history.ref,
@@ -377,14 +448,4 @@ def _replacements(pods: list[ObjectHistory], facts: Facts) -> None:
                 born,
                 summary,
             )
-            facts.recoveries.append(
-                Fact(
-                    Cause.UNPLANNED_RECOVERY,
-                    born,
-                    summary,
-                    (evidence,),
-                    rank,
-                    name,
-                    node_of(history),
-                )
-            )
+            _rerun(facts, history, born, summary, evidence, replacing)

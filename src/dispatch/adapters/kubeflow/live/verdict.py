@@ -27,7 +27,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dispatch.adapters.kubeflow.causes.decide import Diagnosis, Inputs, diagnose
@@ -146,7 +146,12 @@ class Verdicts:
             cancelled_by=cancelled_by,
             trainjob=name,
         )
-        return diagnose(EvidenceSet.from_evidence(records), inputs)
+        diagnosis = diagnose(EvidenceSet.from_evidence(records), inputs)
+        outcome = diagnosis.outcome
+        if outcome.state is State.QUEUED and outcome.cause is not None:
+            # the objects still wait (e.g. a quota it can never fit); the attempt has failed
+            return replace(diagnosis, outcome=replace(outcome, state=State.FAILED))
+        return diagnosis
 
     def _look_for_rerun(
         self,
