@@ -212,3 +212,29 @@ def attempt_outcome(world: World, job: str) -> tuple[State, Cause | None, int | 
 def proof_keys(world: World, job: str) -> set[str]:
     """Keys of the proof excerpts recorded with the outcome (``Kind/name#field``)."""
     return {e.key for e in world.records.evidence(job, 1) if "#" in e.key and "@" not in e.key}
+
+
+def indexed_job(
+    name: str, *, restart: str = "Never", backoff: int = 0, **pod: Any
+) -> dict[str, Any]:
+    """A bare Indexed batch Job of two pods (as a team runs without Trainer or JobSet)."""
+    spec = {"restartPolicy": restart, "containers": [{"name": "train", "image": "busybox"}]}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": 2,
+            "parallelism": 2,
+            "backoffLimit": backoff,
+            "template": {"spec": {**spec, **pod}},
+        },
+    }
+
+
+def diagnose_config(kubeconfig: Path, path: Path) -> Path:
+    """A dispatch configuration naming the emulator as Kubeflow cluster ``kf``."""
+    entry = {"name": "kf", "adapter": "kubeflow", "kubeconfig": str(kubeconfig)}
+    path.write_text(yaml.safe_dump({"clusters": [{**entry, "namespace": "default"}]}))
+    return path

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from click.testing import CliRunner
 
 from dispatch.cli.main import cli
@@ -21,6 +20,7 @@ from dispatch.testing.k8s import Emulator
 from dispatch.testing.k8s.runtimes import torch_strict
 from dispatch.testing.k8s.scenario import PodBehaviour, PodRule, Scenario
 from tests.emulator.scenario_helpers import JOBSET, cluster, trainjob, wait_for
+from tests.kubeflow.e2e.harness import diagnose_config, indexed_job
 
 SCENARIO = Scenario(
     pods=(
@@ -43,15 +43,7 @@ def emu() -> Iterator[Emulator]:
 
 @pytest.fixture
 def config(tmp_path: Path, emu: Emulator) -> Path:
-    path = tmp_path / "dispatch.yaml"
-    entry = {
-        "name": "kf",
-        "adapter": "kubeflow",
-        "kubeconfig": str(emu.kubeconfig),
-        "namespace": "default",
-    }
-    path.write_text(yaml.safe_dump({"clusters": [entry]}))
-    return path
+    return diagnose_config(emu.kubeconfig, tmp_path / "dispatch.yaml")
 
 
 def jobset(name: str) -> dict[str, Any]:
@@ -71,23 +63,7 @@ def jobset(name: str) -> dict[str, Any]:
 
 
 def batch_job(name: str, restart: str = "Never", backoff: int = 0) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": 2,
-            "parallelism": 2,
-            "backoffLimit": backoff,
-            "template": {
-                "spec": {
-                    "restartPolicy": restart,
-                    "containers": [{"name": "train", "image": "busybox"}],
-                }
-            },
-        },
-    }
+    return indexed_job(name, restart=restart, backoff=backoff)
 
 
 def diagnose(config: Path, *args: str) -> tuple[int, str]:

@@ -63,6 +63,8 @@ class ClusterConfig:
     validate_trainer: bool = True  # TrainJob / runtime / JobSet schema and CEL rules
     controllers: Sequence[Controller] = ()
     git_version: str = "v1.33.0"
+    #: resources served besides the default ones (e.g. ``TRAINING_OPERATOR_RESOURCES``)
+    extra_resources: Sequence[ResourceType] = ()
 
 
 class Cluster:
@@ -71,6 +73,8 @@ class Cluster:
         cfg = self.config
         self.clock = ScaledClock(cfg.time_scale, cfg.base_clock)
         self.catalog = ResourceCatalog()
+        for rtype in cfg.extra_resources:
+            self.catalog.add(rtype)
         self.store = Store(
             self.catalog,
             self.clock,

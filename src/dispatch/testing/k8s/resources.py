@@ -195,6 +195,21 @@ DEFAULT_RESOURCES: tuple[ResourceType, ...] = (
 )
 
 
+#: training-operator v1 jobs, served as stored objects with no controller (``ClusterConfig.
+#: extra_resources``): a test writes their status as the operator would
+TRAINING_OPERATOR_RESOURCES: tuple[ResourceType, ...] = tuple(
+    _crd("kubeflow.org", version, plural, kind, True, status=True)
+    for version, plural, kind in (
+        ("v1", "pytorchjobs", "PyTorchJob"),
+        ("v1", "tfjobs", "TFJob"),
+        ("v1", "xgboostjobs", "XGBoostJob"),
+        ("v1", "paddlejobs", "PaddleJob"),
+        ("v1", "jaxjobs", "JAXJob"),
+        ("v2beta1", "mpijobs", "MPIJob"),
+    )
+)
+
+
 @dataclass
 class ResourceCatalog:
     """Lookup of resource types by (group, version, plural) and by storage key."""

@@ -7,6 +7,7 @@ A scenario is built in Python or read from YAML/JSON (camelCase keys)::
       - {index: 1, attempt: 1, runFor: 5, exitCode: 3}     # rank 1 exits 3 at t=5s, once
       - {index: 0, oomKilled: true}
       - {replicatedJob: node, imagePullError: true}
+      - {index: 2, initExitCode: 1}                        # its first init container fails
     default: {startAfter: 1, runFor: 10}
     events:
       - {at: 30, action: nodeNotReady, node: node-1}
@@ -39,6 +40,7 @@ class PodBehaviour:
     exit_code: int = 0
     oom_killed: bool = False  # exit 137, reason OOMKilled
     image_pull_error: bool = False  # waiting ErrImagePull, then ImagePullBackOff; never runs
+    init_exit_code: int = 0  # the first init container exits with it; the main ones never run
     logs: tuple[str, ...] = ()  # lines written once Running
 
     @property

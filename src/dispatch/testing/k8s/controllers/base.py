@@ -196,8 +196,10 @@ def record_event(
     message: str,
     component: str,
     action: str = "",
+    field_path: str = "",
 ) -> None:
-    """A core/v1 Event about ``obj`` (with ``eventTime`` so events.k8s.io/v1 reads it)."""
+    """A core/v1 Event about ``obj`` (with ``eventTime`` so events.k8s.io/v1 reads it);
+    ``field_path`` names the part of it (``spec.initContainers{init}``), as the kubelet does."""
     m = obj["metadata"]
     now = cluster.clock.now()
     namespace = m.get("namespace") or "default"
@@ -212,6 +214,7 @@ def record_event(
             "namespace": m.get("namespace"),
             "uid": m.get("uid"),
             "resourceVersion": m.get("resourceVersion"),
+            **({"fieldPath": field_path} if field_path else {}),
         },
         "reason": reason,
         "message": message,

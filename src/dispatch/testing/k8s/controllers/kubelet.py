@@ -6,7 +6,9 @@ Per pod (on a Ready node): init containers complete; after ``startAfter`` the co
 ``runFor`` they exit with ``exitCode`` (``OOMKilled`` = 137). ``restartPolicy: Never`` (or
 exit 0 under ``OnFailure``) ends the pod ``Succeeded``/``Failed``; a failure under
 ``OnFailure``/``Always`` restarts the container in place (``restartCount``, ``lastState``,
-``CrashLoopBackOff`` while backing off 10 s, 20 s, ... up to 300 s). ``imagePullError`` keeps
+``CrashLoopBackOff`` while backing off 10 s, 20 s, ... up to 300 s). ``initExitCode`` fails
+the first init container instead (``Init:Error`` under ``Never``, else restarted with back-off
+and a kubelet ``BackOff`` event naming ``spec.initContainers{name}``). ``imagePullError`` keeps
 the pod Pending with ``ErrImagePull`` / ``ImagePullBackOff``. A deleted pod's containers are
 stopped (exit 143), the pod ends ``Failed`` and the deletion is confirmed — unless its node is
 not Ready, in which case nothing happens (the pod stays Terminating, as on a lost node).
@@ -19,7 +21,7 @@ import contextlib
 import copy
 from typing import TYPE_CHECKING, Any
 
-from dispatch.testing.k8s.controllers.base import set_condition, write_status
+from dispatch.testing.k8s.controllers.base import record_event, set_condition, write_status
 from dispatch.testing.k8s.errors import ApiError
 from dispatch.testing.k8s.meta import rfc3339
 from dispatch.testing.k8s.scenario import ENV_VAR, PodBehaviour, PodFacts, Scenario
@@ -149,6 +151,9 @@ class Kubelet:
             return
         await clock.sleep(behaviour.start_after)
         restart_policy = pod["spec"].get("restartPolicy", "Always")
+        if behaviour.init_exit_code and pod["spec"].get("initContainers"):
+            await self._init_failure_loop(key, behaviour.init_exit_code, restart_policy)
+            return
         backoff = BACKOFF
         while True:
             if not await self._wait_node(node) or not self._start(key, behaviour):
@@ -319,6 +324,67 @@ class Kubelet:
                 self.cluster.logs.finish(key[0], key[1], c["name"])
         self._write(pod, status)
         return True
+
+    async def _init_failure_loop(self, key: Key, code: int, restart_policy: str) -> None:
+        """The first init container exits ``code``: under ``Never`` the pod fails
+        (``Init:Error``); else it is restarted with back-off (``Init:CrashLoopBackOff``, event
+        ``BackOff`` about ``spec.initContainers{name}``) until the pod is deleted."""
+        backoff = BACKOFF
+        restarts = 0
+        while True:
+            pod = self._get(key)
+            if pod is None:
+                return
+            now = self.cluster.clock.now()
+            init = pod["spec"]["initContainers"][0]
+            terminated = {
+                "exitCode": code,
+                "reason": "Error",
+                "startedAt": rfc3339(now),
+                "finishedAt": rfc3339(now),
+            }
+            status = self._status(pod)
+            entry: JsonObj = {
+                "name": init["name"],
+                "image": init.get("image", ""),
+                "imageID": f"emulated://{init.get('image', '')}",
+                "ready": False,
+                "started": False,
+                "restartCount": restarts,
+            }
+            waiting = {"reason": "PodInitializing"}
+            self._containers(pod, status, {"waiting": waiting})
+            if restart_policy == "Never":
+                status["phase"] = "Failed"
+                entry["state"] = {"terminated": terminated}
+                status["initContainerStatuses"] = [entry]
+                self._conditions(status, False)
+                self._write(pod, status)
+                return
+            status["phase"] = "Pending"
+            entry["state"] = {
+                "waiting": {
+                    "reason": "CrashLoopBackOff",
+                    "message": f"back-off {int(backoff)}s restarting failed container="
+                    f"{init['name']} pod={pod['metadata']['name']}",
+                }
+            }
+            entry["lastState"] = {"terminated": terminated}
+            status["initContainerStatuses"] = [entry]
+            self._conditions(status, False)
+            self._write(pod, status)
+            subject = {**pod, "apiVersion": "v1", "kind": "Pod"}
+            message = (
+                f"Back-off restarting failed container {init['name']} in pod "
+                f"{pod['metadata']['name']}_{pod['metadata'].get('namespace')}"
+            )
+            path = f"spec.initContainers{{{init['name']}}}"
+            record_event(
+                self.cluster, subject, "Warning", "BackOff", message, "kubelet", field_path=path
+            )
+            await self.cluster.clock.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF)
+            restarts += 1
 
     async def _image_pull_loop(self, key: Key) -> None:
         reasons = ("ErrImagePull", "ImagePullBackOff")

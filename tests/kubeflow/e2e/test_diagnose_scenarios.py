@@ -1,0 +1,292 @@
+"""The failures of public bug reports, produced by the emulator's controllers and read live by
+`dispatch diagnose` (read-only): an init container backing off, a rank evicted and replaced by
+its Job, pods deleted after the Job failed, a TrainJob that can never fit its Kueue quota,
+and a PyTorchJob (served as stored objects: the emulator runs no training-operator)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from dispatch.adapters.kubeflow.api.client import Connection
+from dispatch.adapters.kubeflow.causes.decide import Diagnosis
+from dispatch.adapters.kubeflow.live.follow import Following, diagnose_live
+from dispatch.cli.main import cli
+from dispatch.model import State
+from dispatch.testing.k8s import ClusterConfig, Emulator
+from dispatch.testing.k8s.controllers import ClusterQueue, KueueConfig, standard_controllers
+from dispatch.testing.k8s.resources import TRAINING_OPERATOR_RESOURCES
+from dispatch.testing.k8s.runtimes import torch_distributed
+from dispatch.testing.k8s.scenario import ClusterEvent, PodBehaviour, PodRule, Scenario
+from tests.emulator.scenario_helpers import trainjob, wait_for
+from tests.kubeflow.e2e.harness import diagnose_config, indexed_job
+
+TIMEOUT = 60.0
+
+
+@contextmanager
+def emulator(
+    scenario: Scenario, kueue: KueueConfig | None = None, time_scale: float = 100, **config: Any
+) -> Iterator[Emulator]:
+    cfg = ClusterConfig(
+        time_scale=time_scale,
+        nodes=("node-1", "node-2"),
+        controllers=standard_controllers(scenario, kueue),
+        compaction_window=1e9,
+        **config,
+    )
+    with Emulator(cfg) as emu:
+        emu.create(torch_distributed())
+        yield emu
+        assert emu.cluster.controller_errors == []
+
+
+def config_for(emu: Emulator, tmp_path: Path) -> Path:
+    return diagnose_config(emu.kubeconfig, tmp_path / "dispatch.yaml")
+
+
+def diagnose(config: Path, *args: str) -> dict[str, Any]:
+    result = CliRunner().invoke(cli, ["--config", str(config), "diagnose", *args, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    data: dict[str, Any] = json.loads(result.output)
+    return data
+
+
+def follow_until(
+    emu: Emulator, following: Following, done: Callable[[Diagnosis], bool]
+) -> Diagnosis:
+    """Read the workload every 0.1 s (real) until ``done`` holds for the judgement."""
+
+    async def run() -> Diagnosis:
+        connection = Connection(emu.kubeconfig, None)
+        try:
+            async with connection.session() as session:
+                deadline = time.monotonic() + TIMEOUT
+                while True:
+                    diagnosis = await diagnose_live(
+                        session, following, patience=600.0, clock=emu.cluster.clock.now
+                    )
+                    if done(diagnosis) or time.monotonic() > deadline:
+                        return diagnosis
+                    await asyncio.sleep(0.1)
+        finally:
+            await connection.aclose()
+
+    return asyncio.run(run())
+
+
+def pods_of(emu: Emulator, prefix: str) -> list[dict[str, Any]]:
+    rtype = emu.cluster.rtype("v1", "Pod")
+    return emu.call(
+        lambda: [
+            p
+            for p in emu.cluster.store.list(rtype, "default").items
+            if p["metadata"]["name"].startswith(prefix)
+        ]
+    )
+
+
+def test_an_init_container_backing_off_is_a_start_failure_of_its_rank(tmp_path: Path) -> None:
+    """kubeflow/training-operator#2034: an init container keeps failing (BackOff on
+    spec.initContainers{...}); the training container never ran."""
+    behaviour = PodBehaviour(init_exit_code=1)
+    scenario = Scenario(pods=(PodRule(behaviour, index=1),), default=PodBehaviour(run_for=None))
+    with emulator(scenario) as emu:
+        init = [{"name": "fetch-data", "image": "busybox"}]
+        emu.create(indexed_job("init-job", restart="OnFailure", backoff=6, initContainers=init))
+        rtype = emu.cluster.rtype("v1", "Event")
+        wait_for(
+            "a BackOff event about the init container",
+            lambda: emu.call(
+                lambda: [
+                    e
+                    for e in emu.cluster.store.list(rtype, "default").items
+                    if e["reason"] == "BackOff"
+                    and e["involvedObject"].get("fieldPath") == "spec.initContainers{fetch-data}"
+                ]
+            ),
+        )
+        data = diagnose(config_for(emu, tmp_path), "job/init-job", "--cluster", "kf")
+    assert (data["state"], data["cause"]) == ("failed", "start_failure"), data["summary"]
+    assert (data["firstFailure"]["rank"], data["firstFailure"]["exitCode"]) == (1, 1)
+    assert "init container fetch-data" in data["summary"]
+
+
+def test_a_rank_evicted_and_replaced_by_its_job_is_running(tmp_path: Path) -> None:
+    """kubeflow/training-operator#301: a rank's pod is evicted while a replacement of that
+    rank runs: the workload is running, the eviction is evidence, not a cause."""
+    # slow time: the evicted pod is Terminating for 1 emulated second, which the reads
+    # (every 0.1 s real) must see, as a watch would
+    evict = ClusterEvent(
+        at=6,
+        action="evictPod",
+        pod_selector={"job-name": "evict-job", "batch.kubernetes.io/job-completion-index": "1"},
+    )
+    scenario = Scenario(default=PodBehaviour(run_for=None), events=(evict,))
+    with emulator(scenario, time_scale=2) as emu:
+        emu.create(indexed_job("evict-job", backoff=2))
+        following = Following("Job", "evict-job", "default")
+
+        def replaced(diagnosis: Diagnosis) -> bool:
+            running = [
+                p for p in pods_of(emu, "evict-job-1-") if p["status"].get("phase") == "Running"
+            ]
+            keys = [e.key for e in diagnosis.outcome.evidence]
+            return bool(running) and any("DisruptionTarget" in k for k in keys)
+
+        diagnosis = follow_until(emu, following, replaced)
+    outcome = diagnosis.outcome
+    assert (outcome.state, outcome.cause) == (State.RUNNING, None), outcome.summary
+    assert "Eviction API" in outcome.summary
+    assert "spec.backoffLimit 2 of Job evict-job" in outcome.summary
+
+
+def test_pods_deleted_after_the_job_failed(tmp_path: Path) -> None:
+    """Pods gone are not pods never created: what was followed keeps the exit code; a first
+    read after the deletion still knows, from the Job's counts, that pods ran."""
+    scenario = Scenario(
+        pods=(PodRule(PodBehaviour(run_for=2, exit_code=2), index=1),),
+        default=PodBehaviour(run_for=None),
+    )
+    with emulator(scenario) as emu:
+        emu.create(indexed_job("gone-job"))
+        following = Following("Job", "gone-job", "default")
+        ended = follow_until(emu, following, lambda d: d.outcome.is_terminal)
+        assert ended.outcome.cause is not None and ended.outcome.cause.value == "app_error"
+        rtype = emu.cluster.rtype("v1", "Pod")
+        for pod in pods_of(emu, "gone-job-"):
+            emu.call(
+                lambda name=pod["metadata"]["name"]: emu.cluster.store.delete(
+                    rtype, "default", name, grace_period_seconds=0
+                )
+            )
+        wait_for("pods deleted", lambda: not pods_of(emu, "gone-job-"))
+        again = follow_until(emu, following, lambda d: True)
+        late = diagnose(config_for(emu, tmp_path), "job/gone-job", "--cluster", "kf")
+    assert (again.outcome.state, again.outcome.cause.value if again.outcome.cause else None) == (
+        State.FAILED,
+        "app_error",
+    )
+    assert late["state"] == "failed"
+    assert "never" not in late["summary"], late["summary"]
+
+
+def test_a_trainjob_that_can_never_fit_its_quota_is_queued_with_no_capacity(
+    tmp_path: Path,
+) -> None:
+    """kubernetes-sigs/kueue#2096: the Workload says ExceedsMaxQuota; nothing failed yet."""
+    kueue = KueueConfig(cluster_queues=(ClusterQueue("cq", {"cpu": "4"}, local_queues=("q",)),))
+    with emulator(Scenario(default=PodBehaviour(run_for=None)), kueue) as emu:
+        cpu = {"requests": {"cpu": "2"}}
+        labels = {"kueue.x-k8s.io/queue-name": "q"}
+        emu.create(
+            trainjob("huge", trainer={"numNodes": 3, "resourcesPerNode": cpu}, labels=labels)
+        )
+        rtype = emu.cluster.rtype("kueue.x-k8s.io/v1beta2", "Workload")
+        wait_for(
+            "ExceedsMaxQuota",
+            lambda: emu.call(
+                lambda: [
+                    c
+                    for w in emu.cluster.store.list(rtype, "default").items
+                    for c in (w.get("status") or {}).get("conditions") or []
+                    if c.get("reason") == "ExceedsMaxQuota"
+                ]
+            ),
+        )
+        data = diagnose(config_for(emu, tmp_path), "trainjob/huge", "--cluster", "kf")
+    assert (data["state"], data["cause"]) == ("queued", "no_capacity"), data["summary"]
+    assert "can never fit" in data["summary"]
+
+
+def pytorchjob_pod(job: dict[str, Any], replica: str, scenario: str) -> dict[str, Any]:
+    name = job["metadata"]["name"]
+    owner = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "name": name,
+        "uid": job["metadata"]["uid"],
+        "controller": True,
+    }
+    labels = {
+        "training.kubeflow.org/job-name": name,
+        "training.kubeflow.org/operator-name": "pytorchjob-controller",
+        "training.kubeflow.org/replica-type": replica,
+        "training.kubeflow.org/replica-index": "0",
+    }
+    env = [{"name": "EMULATOR_SCENARIO", "value": scenario}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{name}-{replica}-0",
+            "namespace": "default",
+            "labels": labels,
+            "ownerReferences": [owner],
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "pytorch", "image": "pytorch/pytorch", "env": env}],
+        },
+    }
+
+
+def test_a_pytorchjob_read_live(tmp_path: Path) -> None:
+    """The emulator stores PyTorchJobs without an operator: the test creates the pods and
+    writes the Failed condition as the operator would; diagnose reads them live."""
+    with emulator(Scenario(), extra_resources=TRAINING_OPERATOR_RESOURCES) as emu:
+        replica = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {}}}
+        job = emu.create(
+            {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "PyTorchJob",
+                "metadata": {"name": "bert", "namespace": "default"},
+                "spec": {"pytorchReplicaSpecs": {"Master": replica, "Worker": replica}},
+            }
+        )
+        emu.create(pytorchjob_pod(job, "master", '{"default": {"runFor": null}}'))
+        emu.create(pytorchjob_pod(job, "worker", '{"default": {"runFor": 2, "exitCode": 1}}'))
+        wait_for(
+            "the worker failed",
+            lambda: any(p["status"].get("phase") == "Failed" for p in pods_of(emu, "bert-worker")),
+        )
+        rtype = emu.cluster.rtype("kubeflow.org/v1", "PyTorchJob")
+        failed = {
+            "type": "Failed",
+            "status": "True",
+            "reason": "PyTorchJobFailed",
+            "message": "PyTorchJob bert is failed because 1 Worker replica(s) failed.",
+            "lastTransitionTime": time.strftime(
+                "%Y-%m-%dT%H:%M:%SZ", time.gmtime(emu.cluster.clock.now())
+            ),
+        }
+
+        def write() -> None:
+            current = emu.cluster.store.get(rtype, "default", "bert")
+            current["status"] = {
+                "conditions": [failed],
+                "replicaStatuses": {"Worker": {"failed": 1}},
+            }
+            emu.cluster.store.update(rtype, "default", "bert", current, subresource="status")
+
+        emu.call(write)
+        data = diagnose(
+            config_for(emu, tmp_path),
+            "pytorchjob/bert",
+            "--cluster",
+            "kf",
+            "--follow",
+            "--interval",
+            "1s",
+        )
+    assert data["workload"] == {"kind": "PyTorchJob", "namespace": "default", "name": "bert"}
+    assert (data["state"], data["cause"]) == ("failed", "app_error"), data["summary"]
+    # the worker comes after the master: rank 1
+    assert (data["firstFailure"]["rank"], data["firstFailure"]["exitCode"]) == (1, 1)
