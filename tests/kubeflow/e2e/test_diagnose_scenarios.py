@@ -290,3 +290,38 @@ def test_a_pytorchjob_read_live(tmp_path: Path) -> None:
     assert (data["state"], data["cause"]) == ("failed", "app_error"), data["summary"]
     # the worker comes after the master: rank 1
     assert (data["firstFailure"]["rank"], data["firstFailure"]["exitCode"]) == (1, 1)
+
+
+def test_a_rank_evicted_by_the_kubelet_for_memory_pressure_and_replaced_is_running(
+    tmp_path: Path,
+) -> None:
+    """kubeflow/training-operator#301: the kubelet evicts a running pod ("The node was low on
+    resource: memory."); its Job replaces it. While the replacement runs, the Job is running
+    and the eviction is evidence; one read after the replacement started says so, since the
+    evicted pod stays (Failed) for its Job to count."""
+    evict = ClusterEvent(
+        at=300,
+        action="pressureEvictPod",
+        pod_selector={"job-name": "pressure-job", "batch.kubernetes.io/job-completion-index": "1"},
+    )
+    scenario = Scenario(default=PodBehaviour(run_for=None), events=(evict,))
+    with emulator(scenario) as emu:
+        emu.create(indexed_job("pressure-job", backoff=2))
+        wait_for(
+            "the replacement of rank 1 running",
+            lambda: (
+                len(
+                    [
+                        p
+                        for p in pods_of(emu, "pressure-job-1-")
+                        if p["status"].get("phase") == "Running"
+                    ]
+                )
+                == 1
+                and len(pods_of(emu, "pressure-job-1-")) == 2
+            ),
+        )
+        data = diagnose(config_for(emu, tmp_path), "job/pressure-job", "--cluster", "kf")
+    assert (data["state"], data["cause"]) == ("running", None), data["summary"]
+    assert "low on resource: memory" in data["summary"]
+    assert any("DisruptionTarget" in e["key"] for e in data["evidence"]), data["evidence"]

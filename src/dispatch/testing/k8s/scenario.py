@@ -82,7 +82,8 @@ class PodFacts:
 class ClusterEvent:
     """At emulated second ``at`` (from cluster start): ``nodeNotReady``, ``nodeReady``,
     ``deleteNode``, ``addNode``, ``drainNode``, ``shutdownNode`` (a ``node``), ``preemptPod``,
-    ``evictPod`` (a ``pod`` name or ``pod_selector`` labels, in ``namespace``)."""
+    ``evictPod``, ``pressureEvictPod`` (a ``pod`` name or ``pod_selector`` labels, in
+    ``namespace``)."""
 
     at: float
     action: str

@@ -13,6 +13,10 @@ graceful node shutdown (spot/preemptible reclaim). Platform reference C.4.
   ``DisruptionTarget=True/TerminationByKubelet`` and its containers terminated with exit 143.
   The pods are not deleted (the kubelet does not delete them); the Node stays, Ready (what
   the cloud provider does with the VM afterwards is a separate event, e.g. ``deleteNode``).
+* :func:`pressure_evict_pod` is the kubelet's node-pressure eviction of one running pod: an
+  ``Evicted`` event, the pod ``Failed`` with ``status.reason: Evicted`` and the message
+  "The node was low on resource: memory. ...", ``DisruptionTarget=True/TerminationByKubelet``
+  and its containers terminated with exit 137; not deleted (its controller replaces it).
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ JsonObj = dict[str, Any]
 TERMINAL = ("Succeeded", "Failed")
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
+PRESSURE_MESSAGE = (
+    "The node was low on resource: memory. Threshold quantity: 100Mi, available: 81920Ki. "
+)
 
 
 def _pods_on(cluster: Cluster, node: str) -> list[JsonObj]:
@@ -77,33 +84,54 @@ def drain_node(cluster: Cluster, node: str) -> None:
         evict_pod(cluster, pod["metadata"]["namespace"], pod["metadata"]["name"])
 
 
+def pressure_evict_pod(cluster: Cluster, namespace: str, name: str) -> bool:
+    """The kubelet's node-pressure eviction of one pod (module docstring); False when the
+    pod is gone or has ended."""
+    pod_type = cluster.rtype("v1", "Pod")
+    try:
+        pod = cluster.store.get(pod_type, namespace, name)
+    except ApiError:
+        return False
+    if (pod.get("status") or {}).get("phase") in TERMINAL:
+        return False
+    record_event(cluster, pod, "Warning", "Evicted", PRESSURE_MESSAGE.strip(), "kubelet")
+    _end(cluster, pod, "Evicted", PRESSURE_MESSAGE, 137)
+    return True
+
+
+def _end(cluster: Cluster, pod: JsonObj, reason: str, message: str, code: int) -> None:
+    """The kubelet ends a pod on its own: ``Failed`` with ``reason``, ``DisruptionTarget``
+    ``TerminationByKubelet``, containers terminated with ``code``; logs closed."""
+    now = cluster.clock.now()
+    status = copy.deepcopy(pod.get("status") or {})
+    status.update(phase="Failed", reason=reason, message=message)
+    conditions = status.setdefault("conditions", [])
+    set_condition(conditions, "DisruptionTarget", "True", "TerminationByKubelet",
+                  message, now)  # fmt: skip
+    for ctype in ("Ready", "ContainersReady"):
+        set_condition(conditions, ctype, "False", "PodFailed", "", now)
+    for entry in status.get("containerStatuses") or []:
+        started = ((entry.get("state") or {}).get("running") or {}).get("startedAt")
+        entry.update(ready=False, started=False)
+        entry["state"] = {
+            "terminated": {
+                "exitCode": code,
+                "reason": "Error",
+                "startedAt": started or rfc3339(now),
+                "finishedAt": rfc3339(now),
+            }
+        }
+    write_status(cluster, cluster.rtype("v1", "Pod"), pod, status)
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        cluster.logs.finish(pod["metadata"]["namespace"], pod["metadata"]["name"], c["name"])
+
+
 def shut_down_node(cluster: Cluster, node: str) -> None:
     """The kubelet's graceful node shutdown of ``node`` (see the module docstring)."""
     node_obj = cluster.store.get(cluster.rtype("v1", "Node"), None, node)
     record_event(cluster, node_obj, "Normal", "Shutdown",
                  "Shutdown manager detected shutdown event", "kubelet")  # fmt: skip
-    now = cluster.clock.now()
     for pod in _pods_on(cluster, node):
-        status = copy.deepcopy(pod.get("status") or {})
-        if status.get("phase") in TERMINAL:
+        if (pod.get("status") or {}).get("phase") in TERMINAL:
             continue
-        status.update(phase="Failed", reason="Terminated", message=SHUTDOWN_MESSAGE)
-        conditions = status.setdefault("conditions", [])
-        set_condition(conditions, "DisruptionTarget", "True", "TerminationByKubelet",
-                      SHUTDOWN_MESSAGE, now)  # fmt: skip
-        for ctype in ("Ready", "ContainersReady"):
-            set_condition(conditions, ctype, "False", "PodFailed", "", now)
-        for entry in status.get("containerStatuses") or []:
-            started = ((entry.get("state") or {}).get("running") or {}).get("startedAt")
-            entry.update(ready=False, started=False)
-            entry["state"] = {
-                "terminated": {
-                    "exitCode": 143,
-                    "reason": "Error",
-                    "startedAt": started or rfc3339(now),
-                    "finishedAt": rfc3339(now),
-                }
-            }
-        write_status(cluster, cluster.rtype("v1", "Pod"), pod, status)
-        for c in (pod.get("spec") or {}).get("containers") or []:
-            cluster.logs.finish(pod["metadata"]["namespace"], pod["metadata"]["name"], c["name"])
+        _end(cluster, pod, "Terminated", SHUTDOWN_MESSAGE, 143)

@@ -12,8 +12,9 @@ the scenario's cluster-event timeline.
   DeletionByPodGC`` and phase Failed (unless it had finished already), and is force-deleted.
 * Timeline actions (:meth:`NodeLifecycle.apply`): ``nodeNotReady``, ``nodeReady``,
   ``deleteNode``, ``addNode``, ``preemptPod`` (scheduler preemption), ``evictPod`` (Eviction
-  API), ``drainNode`` (``kubectl drain``), ``shutdownNode`` (graceful node shutdown, as on a
-  spot reclaim); the last three are in :mod:`~dispatch.testing.k8s.controllers.disruptions`.
+  API), ``pressureEvictPod`` (the kubelet's node-pressure eviction), ``drainNode`` (``kubectl
+  drain``), ``shutdownNode`` (graceful node shutdown, as on a spot reclaim); the last four are in
+  :mod:`~dispatch.testing.k8s.controllers.disruptions`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,12 @@ from dispatch.testing.k8s.controllers.base import (
     set_condition,
     write_status,
 )
-from dispatch.testing.k8s.controllers.disruptions import drain_node, evict_pod, shut_down_node
+from dispatch.testing.k8s.controllers.disruptions import (
+    drain_node,
+    evict_pod,
+    pressure_evict_pod,
+    shut_down_node,
+)
 from dispatch.testing.k8s.controllers.scheduler import Scheduler, tolerates
 from dispatch.testing.k8s.errors import ApiError
 from dispatch.testing.k8s.meta import parse_rfc3339, rfc3339
@@ -89,6 +95,9 @@ class NodeLifecycle(Reconciler):
         elif event.action == "evictPod" and (event.pod or event.pod_selector):
             for ns, name in self._pods(event):
                 evict_pod(self.cluster, ns, name)
+        elif event.action == "pressureEvictPod" and (event.pod or event.pod_selector):
+            for ns, name in self._pods(event):
+                pressure_evict_pod(self.cluster, ns, name)
         elif event.action == "drainNode" and event.node:
             drain_node(self.cluster, event.node)
         elif event.action == "shutdownNode" and event.node:
