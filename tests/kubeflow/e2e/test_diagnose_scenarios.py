@@ -135,8 +135,15 @@ def test_a_rank_evicted_and_replaced_by_its_job_is_running(tmp_path: Path) -> No
         following = Following("Job", "evict-job", "default")
 
         def replaced(diagnosis: Diagnosis) -> bool:
+            """The last read saw rank 1 running again, after a read saw its eviction."""
+            seen = following.present.items()
             running = [
-                p for p in pods_of(emu, "evict-job-1-") if p["status"].get("phase") == "Running"
+                ref
+                for ref, obj in seen
+                if ref.kind == "Pod"
+                and ref.name.startswith("evict-job-1-")
+                and (obj.get("status") or {}).get("phase") == "Running"
+                and not (obj.get("metadata") or {}).get("deletionTimestamp")
             ]
             keys = [e.key for e in diagnosis.outcome.evidence]
             return bool(running) and any("DisruptionTarget" in k for k in keys)
@@ -325,3 +332,44 @@ def test_a_rank_evicted_by_the_kubelet_for_memory_pressure_and_replaced_is_runni
     assert (data["state"], data["cause"]) == ("running", None), data["summary"]
     assert "low on resource: memory" in data["summary"]
     assert any("DisruptionTarget" in e["key"] for e in data["evidence"]), data["evidence"]
+
+
+def test_a_kueue_recovery_timeout_after_pods_were_ready_is_not_an_unplanned_recovery(
+    tmp_path: Path,
+) -> None:
+    """kubernetes-sigs/kueue#14811: all pods were ready, one failed and was not ready again
+    within waitForPodsReady's recovery timeout: Kueue evicted the workload (PodsReadyTimeout,
+    underlyingCause WaitForRecovery) and requeued it. The cause is that eviction (no capacity
+    to recover in time), not the re-runs that Kueue's requeue brings."""
+    kueue = KueueConfig(
+        cluster_queues=(ClusterQueue("cq", {"cpu": "4"}, local_queues=("q",)),),
+        recovery_timeout=5.0,
+    )
+    scenario = Scenario(
+        pods=(PodRule(PodBehaviour(run_for=20, exit_code=1), index=1, attempt=1),),
+        default=PodBehaviour(run_for=None),
+    )
+    with emulator(scenario, kueue) as emu:
+        cpu = {"requests": {"cpu": "1"}}
+        labels = {"kueue.x-k8s.io/queue-name": "q"}
+        emu.create(
+            trainjob("recover", trainer={"numNodes": 2, "resourcesPerNode": cpu}, labels=labels)
+        )
+        rtype = emu.cluster.rtype("kueue.x-k8s.io/v1beta2", "Workload")
+        stats = wait_for(
+            "the eviction counted",
+            lambda: emu.call(
+                lambda: [
+                    e
+                    for w in emu.cluster.store.list(rtype, "default").items
+                    for e in ((w.get("status") or {}).get("schedulingStats") or {}).get("evictions")
+                    or []
+                ]
+            ),
+        )
+        data = diagnose(config_for(emu, tmp_path), "trainjob/recover", "--cluster", "kf")
+    assert stats == [
+        {"reason": "PodsReadyTimeout", "underlyingCause": "WaitForRecovery", "count": 1}
+    ]
+    assert (data["state"], data["cause"]) == ("failed", "no_capacity"), data["summary"]
+    assert "PodsReady timeout" in data["summary"]

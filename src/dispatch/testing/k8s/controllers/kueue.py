@@ -14,6 +14,11 @@ ClusterQueue and within-queue priority preemption.
   patch is cleared, the quota released and the Workload requeued (``Requeued``); on the next
   admission ``Evicted``/``Preempted`` turn False ("Previously: ...").
 * ``Finished`` (``Succeeded``/``Failed``) from the TrainJob's ``Complete``/``Failed``.
+* ``waitForPodsReady`` recovery (``KueueConfig.recovery_timeout``): pods that had all been
+  ready and no longer are set ``PodsReady=False/WaitForRecovery``; not ready again within the
+  timeout, the Workload is evicted (``Evicted`` reason ``PodsReadyTimeout``, counted in
+  ``schedulingStats.evictions`` with ``underlyingCause: WaitForRecovery`` and in
+  ``requeueState``) and stopped and requeued like a preempted one.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from dispatch.testing.k8s.controllers.kueue_queues import (
     total,
 )
 from dispatch.testing.k8s.controllers.scheduler import RESOURCES, milli
+from dispatch.testing.k8s.meta import parse_rfc3339
 from dispatch.testing.k8s.watch import Change
 
 JsonObj = dict[str, Any]
@@ -76,10 +82,11 @@ class Kueue(Reconciler):
     def reconcile(self, key: Key) -> float | None:
         tj = self.find(TRAINER_API, "TrainJob", *key)
         queued = tj is not None and QUEUE_LABEL in (tj["metadata"].get("labels") or {})
+        again = None
         if tj is not None and queued and not tj["metadata"].get("deletionTimestamp"):
-            self._job(tj)
+            again = self._job(tj)
         self._schedule()
-        return None
+        return again
 
     # ------------------------------------------------------------------ one job
 
@@ -89,7 +96,7 @@ class Kueue(Reconciler):
                 return copy.deepcopy(obj)
         return None
 
-    def _job(self, tj: JsonObj) -> None:
+    def _job(self, tj: JsonObj) -> float | None:
         wl = self._workload(tj)
         finished = next(
             (c for c in (tj.get("status") or {}).get("conditions") or []
@@ -98,7 +105,8 @@ class Kueue(Reconciler):
         if wl is None:
             if finished is None:
                 self._create_workload(tj)
-            return
+            return None
+        again = None
         status = copy.deepcopy(wl.get("status") or {})
         conds = status.setdefault("conditions", [])
         now = self.now()
@@ -119,10 +127,17 @@ class Kueue(Reconciler):
             jobs = (tj.get("status") or {}).get("jobsStatus") or []
             ready = sum(j.get("ready", 0) + j.get("succeeded", 0) for j in jobs)
             total = sum(int(p.get("count", 1)) > 0 for p in wl["spec"]["podSets"])
+            pods_ready = condition(conds, "PodsReady")
             if jobs and ready >= total:
                 set_condition(conds, "PodsReady", "True", "Started",
                               "All pods reached readiness and the workload is running", now)  # fmt: skip
-            elif condition(conds, "PodsReady") is None:
+            elif (
+                self.config.recovery_timeout is not None
+                and pods_ready is not None
+                and (is_true(wl, "PodsReady") or pods_ready.get("reason") == "WaitForRecovery")
+            ):
+                again = self._recovery(wl, conds, now)
+            elif pods_ready is None:
                 set_condition(
                     conds,
                     "PodsReady",
@@ -133,6 +148,25 @@ class Kueue(Reconciler):
                 )
         if status != (wl.get("status") or {}):
             write_status(self.cluster, self.rtype(WORKLOAD_API, "Workload"), wl, status)
+        return again
+
+    def _recovery(self, wl: JsonObj, conds: list[JsonObj], now: float) -> float | None:
+        """Pods that had all been ready are not: wait ``recovery_timeout``, then evict. Returns
+        when to look again."""
+        timeout = self.config.recovery_timeout or 0.0
+        pods_ready = condition(conds, "PodsReady") or {}
+        if pods_ready.get("status") == "True":
+            set_condition(conds, "PodsReady", "False", "WaitForRecovery",
+                          "At least one pod has failed, waiting for recovery", now)  # fmt: skip
+            return timeout
+        changed = pods_ready.get("lastTransitionTime")
+        since = parse_rfc3339(changed) if isinstance(changed, str) else now
+        if now - since < timeout:
+            return timeout - (now - since)
+        m = wl["metadata"]
+        set_condition(conds, "Evicted", "True", "PodsReadyTimeout",
+                      f"Exceeded the PodsReady timeout {m['namespace']}/{m['name']}", now)  # fmt: skip
+        return None
 
     def _create_workload(self, tj: JsonObj) -> None:
         m = tj["metadata"]
@@ -241,7 +275,16 @@ class Kueue(Reconciler):
             now,
         )
         stats = status.setdefault("schedulingStats", {}).setdefault("evictions", [])
-        cause = (condition(conds, "Preempted") or {}).get("reason", "")
+        if evicted.get("reason") == "PodsReadyTimeout":
+            # what the pods were waiting for (WaitForStart / WaitForRecovery), and a backoff
+            cause = (condition(conds, "PodsReady") or {}).get("reason", "")
+            requeue = status.setdefault("requeueState", {})
+            requeue["count"] = int(requeue.get("count", 0)) + 1
+        else:
+            cause = (condition(conds, "Preempted") or {}).get("reason", "")
+        if condition(conds, "PodsReady") is not None:  # requeued: its pods start over
+            set_condition(conds, "PodsReady", "False", "WaitForStart",
+                          "Not all pods are ready or succeeded", now)  # fmt: skip
         row = next(
             (
                 e

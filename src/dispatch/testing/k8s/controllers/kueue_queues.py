@@ -28,6 +28,9 @@ class ClusterQueue:
 class KueueConfig:
     cluster_queues: tuple[ClusterQueue, ...] = ()
     priority_classes: Mapping[str, int] = field(default_factory=dict)
+    #: ``waitForPodsReady.recoveryTimeout`` (emulated seconds): a workload whose pods had all
+    #: been ready and are not again within it is evicted (``PodsReadyTimeout``); None: off
+    recovery_timeout: float | None = None
 
     def queue_for(self, local: str) -> ClusterQueue | None:
         return next((q for q in self.cluster_queues if local in q.local_queues), None)
