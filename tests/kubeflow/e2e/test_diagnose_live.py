@@ -8,6 +8,8 @@ wrote nothing (the request counts of the emulator)."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from dispatch.adapters.kubeflow.causes.dump import parse_dump
 from dispatch.cli.main import cli
 from dispatch.testing.k8s import Emulator
 from dispatch.testing.k8s.runtimes import torch_strict
@@ -25,6 +28,7 @@ from tests.kubeflow.e2e.harness import diagnose_config, indexed_job
 SCENARIO = Scenario(
     pods=(
         PodRule(PodBehaviour(run_for=2, exit_code=3), index=1, jobset="tj-crash"),
+        PodRule(PodBehaviour(run_for=2, exit_code=3), index=1, jobset="tj-recipe"),
         PodRule(PodBehaviour(run_for=2, oom_killed=True), index=1, jobset="js-oom"),
         PodRule(PodBehaviour(run_for=2, exit_code=5), index=1, jobset="bj-exit"),
         PodRule(PodBehaviour(run_for=2, exit_code=5), index=1, jobset="bj-exit2"),
@@ -172,3 +176,51 @@ def test_a_missing_workload_exits_1_and_a_bad_target_says_the_form(
     code, out = diagnose(config, "nope", "--cluster", "kf")
     assert code == 2
     assert "KIND/NAME" in out
+
+
+KUBECTL = shutil.which("kubectl")
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed on this machine")
+def test_the_collect_commands_run_by_kubectl_make_a_dump_diagnose_reads(
+    emu: Emulator, config: Path, tmp_path: Path
+) -> None:
+    """The how-to's recipe, as a user runs it: the printed commands through bash and the real
+    kubectl against the emulator, then diagnose on the file they wrote."""
+    emu.create(trainjob("tj-recipe", "torch-strict", trainer={"numNodes": 2}), "default")
+    code, out = diagnose(
+        config,
+        "trainjob/tj-recipe",
+        "--cluster",
+        "kf",
+        "--follow",
+        "--interval",
+        "1s",
+        "-o",
+        "json",
+    )
+    assert code == 0, out
+    live = json.loads(out)
+    code, commands = diagnose(config, "--collect", "trainjob/tj-recipe", "--namespace", "default")
+    assert code == 0, commands
+    kubectl_dir = Path(str(KUBECTL)).parent
+    env = {
+        "KUBECONFIG": str(emu.kubeconfig),
+        "HOME": str(tmp_path),
+        "PATH": f"{kubectl_dir}:/usr/bin:/bin",
+    }
+    ran = subprocess.run(
+        ["bash", "-e", "-c", commands], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stderr
+    dump = tmp_path / "tj-recipe-dump.yaml"
+    kinds = {o["kind"] for o in parse_dump(dump.read_text())}
+    assert {"TrainJob", "JobSet", "Job", "Pod", "Event", "Node"} <= kinds, kinds
+    code, out = diagnose(config, str(dump), "-o", "json")
+    assert code == 0, out
+    again = json.loads(out)
+    assert (again["state"], again["cause"], again["firstFailure"]) == (
+        live["state"],
+        live["cause"],
+        live["firstFailure"],
+    )
