@@ -23,7 +23,7 @@ from dispatch.adapters.kubeflow import KubeflowAdapter
 from dispatch.clock import CountingIds
 from dispatch.config import ClusterConfig as DispatchCluster
 from dispatch.model import Cause, State, parse_spec
-from dispatch.records import SqliteRecords
+from dispatch.records import SqliteRecords, database_path
 from dispatch.supervise import Supervisor
 from dispatch.testing.k8s import ClusterConfig, Emulator
 from dispatch.testing.k8s.controllers import (
@@ -92,7 +92,12 @@ class World:
             }
         )
         self.clock = self.emulator.cluster.clock
-        self.records = SqliteRecords(tmp / "records.db", clock=self.clock, ids=CountingIds())
+        #: the state folder, as DISPATCH_STATE_DIR names it to the command line
+        self.records_dir = tmp / "state"
+        self.records_dir.mkdir(parents=True, exist_ok=True)
+        self.records = SqliteRecords(
+            database_path(self.records_dir), clock=self.clock, ids=CountingIds()
+        )
         self.settings = {
             "kubeconfig": str(self.emulator.kubeconfig),
             "namespace": NAMESPACE,

@@ -23,6 +23,8 @@ Differences from the SPI's general guarantees (``dispatch.adapters.base``):
   that could still run (evicted by Kueue after a rank started, ended by dispatch) or that ran
   again after it ended (platform reference A.7) is annotated ``dispatch.dev/retired`` and
   deleted. ``observe`` changes nothing.
+* ``read_output`` (``OutputReader``) reads the trainer containers' logs by rank, once or
+  followed until the attempt ends (``live/output.py``); a rank whose pod is gone says so.
 * ``weakened_identity`` answers from the runtime as last read by this adapter (every
   submission reads it); before any read, a cluster with ``allowRankRestart: true`` answers a
   conservative reason saying the runtime has not been read.
@@ -55,6 +57,7 @@ from dispatch.adapters.kubeflow.causes.coarse import (
 )
 from dispatch.adapters.kubeflow.live.attribution import TrainJobRef
 from dispatch.adapters.kubeflow.live.capture import Capture, Sleep
+from dispatch.adapters.kubeflow.live.output import read_output
 from dispatch.adapters.kubeflow.live.snapshot import merged, snapshot
 from dispatch.adapters.kubeflow.live.verdict import DEFAULT_SETTLE, Verdicts
 from dispatch.adapters.kubeflow.live.watching import watch_attempts
@@ -306,6 +309,19 @@ class KubeflowAdapter:
         self._seeded[ref] = list(evidence)
         if self._capture is not None:
             self._capture.seed(ref, evidence)
+
+    async def read_output(
+        self, handle: AttemptHandle, rank: int | None = None, follow: bool = False
+    ) -> AsyncIterator[str]:
+        """``OutputReader``: the trainer containers' logs by rank (``live/output.py``)."""
+
+        async def ended() -> bool:
+            return (await self.observe(handle)).outcome.is_terminal
+
+        what = f"attempt {handle.attempt} of {handle.job_id}"
+        namespace, name = self._ref(handle)
+        async for line in read_output(self.connection, namespace, name, rank, follow, ended, what):
+            yield line
 
     async def observe(self, handle: AttemptHandle) -> Observation:
         """Reads the attempt's objects (``snapshot``) and derives the outcome over them and the

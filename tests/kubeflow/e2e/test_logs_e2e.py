@@ -1,0 +1,106 @@
+"""Per-rank output on Kubeflow (the adapter's ``read_output``, behind ``dispatch logs`` and
+``dispatch run``): the trainer containers' logs as the emulator's kubelet writes them, once,
+followed while the attempt runs, and what is said when a rank's pod is gone."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from dispatch.adapters.base import OutputReader
+from dispatch.cli.main import cli
+from dispatch.model import NotFound
+
+from .harness import NAMESPACE, World
+
+SCENARIO = {
+    "pods": [{"index": 1, "runFor": 4, "logs": ["epoch 1 loss 0.52", "epoch 2 loss 0.31"]}],
+    "default": {"runFor": 4, "logs": ["rank zero here"]},
+}
+
+
+def _handle(world: World, job: str) -> Any:
+    [attempt] = world.records.attempts(job)
+    assert attempt.handle is not None
+    return attempt.handle
+
+
+async def _lines(adapter: Any, handle: Any, **kw: Any) -> list[str]:
+    return [line async for line in adapter.read_output(handle, **kw)]
+
+
+def test_each_rank_s_lines_after_the_attempt(world: World) -> None:
+    job = world.submit("talk", SCENARIO)
+    asyncio.run(world.supervise())
+    adapter = world.adapter()
+    assert isinstance(adapter, OutputReader)
+    handle = _handle(world, job)
+    every = asyncio.run(_lines(adapter, handle))
+    assert "[rank 1] epoch 1 loss 0.52" in every
+    assert "[rank 0] rank zero here" in every
+    assert every.index("[rank 0] rank zero here") < every.index("[rank 1] epoch 1 loss 0.52")
+    one = asyncio.run(_lines(adapter, handle, rank=1))
+    assert one[1:3] == ["epoch 1 loss 0.52", "epoch 2 loss 0.31"], one
+    with pytest.raises(NotFound, match="no rank 2"):
+        asyncio.run(_lines(adapter, handle, rank=2))
+
+
+def test_follow_streams_the_ranks_while_the_attempt_runs(world: World) -> None:
+    job = world.submit("stream", SCENARIO)
+    adapter = world.adapter()
+
+    async def run() -> list[str]:
+        supervising = asyncio.create_task(world.supervise())
+        while not world.records.attempts(job) or world.records.attempts(job)[0].handle is None:
+            await asyncio.sleep(0.05)
+        handle = _handle(world, job)
+        lines = [line async for line in adapter.read_output(handle, follow=True)]
+        await supervising
+        return lines
+
+    lines = asyncio.run(run())
+    assert "[rank 1] epoch 2 loss 0.31" in lines
+    assert "[rank 0] rank zero here" in lines
+    assert any(line.endswith("exited with code 0") for line in lines)
+
+
+def test_a_rank_whose_pod_is_gone_says_so(world: World) -> None:
+    job = world.submit("gone", SCENARIO)
+    asyncio.run(world.supervise())
+    cluster = world.emulator.cluster
+    pod_type = cluster.rtype("v1", "Pod")
+    for pod in world.pods(job):
+        name = pod["metadata"]["name"]
+        world.emulator.call(
+            lambda name=name: cluster.store.delete(
+                pod_type, NAMESPACE, name, grace_period_seconds=0
+            )
+        )
+    adapter = world.adapter()
+    handle = _handle(world, job)
+    with pytest.raises(NotFound, match="rank 1's pod is gone"):
+        asyncio.run(_lines(adapter, handle, rank=1))
+    every = asyncio.run(_lines(adapter, handle))
+    assert "[rank 1] (rank 1's pod is gone: its output was deleted with it)" in every
+
+
+def test_dispatch_logs_prints_a_rank_and_all_ranks(world: World, tmp_path: Path) -> None:
+    """``dispatch logs JOB --rank 1`` and ``dispatch logs JOB`` over the same records."""
+    job = world.submit("cli", SCENARIO)
+    asyncio.run(world.supervise())
+    config = tmp_path / "dispatch.yaml"
+    entry = {"name": "kf", "adapter": "kubeflow", **world.settings}
+    config.write_text(yaml.safe_dump({"clusters": [entry]}))
+    env = {"DISPATCH_STATE_DIR": str(world.records_dir)}
+    runner = CliRunner()
+    one = runner.invoke(cli, ["--config", str(config), "logs", job, "--rank", "1"], env=env)
+    assert one.exit_code == 0, one.output
+    assert "epoch 2 loss 0.31" in one.output.splitlines()
+    every = runner.invoke(cli, ["--config", str(config), "logs", job], env=env)
+    assert every.exit_code == 0, every.output
+    assert "[rank 0] rank zero here" in every.output.splitlines()
