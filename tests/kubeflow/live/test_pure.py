@@ -150,3 +150,49 @@ def test_a_running_attempt_does_not_change_with_time_alone() -> None:
     verdicts = Verdicts(patience=600.0)
     assert verdicts.judge("tj", records, 50.0) == diagnosis.outcome
     assert not verdicts.pending("tj", 10_000_000_000.0)
+
+
+FAILED_TJ = [{"type": "Failed", "status": "True", "reason": "FailedJobs",
+              "lastTransitionTime": "2026-01-01T00:00:12Z"}]  # fmt: skip
+
+
+def test_a_failed_rank_leaves_its_trainjob_for_post_mortems_in_either_order() -> None:
+    """The pod's exit first, Trainer's Failed later (or never): the runtime lets no rank
+    restart, so the TrainJob fails by itself and is not deleted; it is only retired if it has
+    not failed ``end_grace`` seconds after the end. Failed first, exit later: kept too."""
+    exit_first = Verdicts(patience=600.0, end_grace=300.0)
+    running = trainjob()
+    records = [object_evidence(running, 1.0), object_evidence(_failed_pod("7"), 2.0)]
+    final = exit_first.judge("tj", records, 20.0, settled=True)
+    assert final is not None and final.cause is Cause.APP_ERROR
+    assert exit_first.must_retire("tj", running, 21.0) is None  # Failed not written yet
+    assert exit_first.awaits_end("tj", running, 21.0)
+    failed = trainjob(conditions=FAILED_TJ)
+    assert exit_first.must_retire("tj", failed, 25.0) is None
+    assert not exit_first.awaits_end("tj", failed, 25.0)
+    why = exit_first.must_retire("tj", running, 20.0 + 300.0)  # never failed on its own
+    assert why is not None and "did not fail on its own within 300 s" in why
+
+    failed_first = Verdicts(patience=600.0, end_grace=300.0)
+    records = [object_evidence(failed, 1.0), object_evidence(_failed_pod("7"), 2.0)]
+    final = failed_first.judge("tj", records, 20.0, settled=True)
+    assert final is not None and final.cause is Cause.APP_ERROR
+    assert failed_first.must_retire("tj", failed, 21.0) is None
+    assert failed_first.must_retire("tj", failed, 10_000.0) is None
+
+
+def test_a_trainjob_that_could_run_again_is_retired_at_once() -> None:
+    """A runtime that lets ranks restart (allowRankRestart), or an attempt dispatch ended
+    with no failed pod (a wait, an image that never pulls): nothing fails the TrainJob."""
+    restarts = Verdicts(patience=600.0, restarts_allowed=True)
+    running = trainjob()
+    records = [object_evidence(running, 1.0), object_evidence(_failed_pod("7"), 2.0)]
+    assert restarts.judge("tj", records, 20.0, settled=True) is not None
+    why = restarts.must_retire("tj", running, 21.0)
+    assert why is not None and "could still run" in why
+
+    waiting = Verdicts(patience=60.0)
+    outcome = waiting.judge("tj", [object_evidence(running, 0.0)], 1.0e10, settled=True)
+    assert outcome is not None and outcome.cause is Cause.START_FAILURE
+    why = waiting.must_retire("tj", running, 1.0e10)
+    assert why is not None and "could still run" in why

@@ -387,7 +387,7 @@ class KubeflowAdapter:
                 return False
             current.setdefault("kind", "TrainJob")
             self.capture().seen(current)
-            why = self._verdicts.must_retire(name, current) or ""
+            why = self._verdicts.must_retire(name, current, self.context.clock.now()) or ""
             if not why:
                 return False
             note = {"metadata": {"annotations": {ANNOTATION_RETIRED: why}}}

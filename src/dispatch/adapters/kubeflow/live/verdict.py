@@ -21,7 +21,12 @@
   shown when the outcome became final, or, if none was shown then, the first shown after).
   The retiring code reads the TrainJob again first and judges it as it is then. A suspended TrainJob of an ended attempt is
   always retired (Kueue resumes what it suspended). A TrainJob that is ``Complete`` or
-  ``Failed``, not suspended, and runs nothing new is left for post-mortems.
+  ``Failed``, not suspended, and runs nothing new is left for post-mortems. So is one whose
+  attempt ended with a rank's pod failing, on a runtime that lets no rank restart
+  (``ends_by_itself``): its Job, JobSet and then the TrainJob fail without dispatch, however
+  late Trainer writes ``Failed``; only if it has not failed ``end_grace`` seconds after the
+  end is it retired. The decision comes from the outcome and the runtime, never from the
+  order in which the TrainJob's ``Failed`` and the pod's exit arrive.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ from dispatch.model import Cause, Evidence, Outcome, State
 #: seconds a terminal outcome must hold before it is reported when the streams cannot say
 #: they caught up with it
 DEFAULT_SETTLE = 120.0
+#: seconds an ended attempt's TrainJob is given to be marked Failed by Trainer on its own
+DEFAULT_END_GRACE = 600.0
 
 
 @dataclass
@@ -65,6 +72,9 @@ class Verdicts:
     patience: float
     restarts_allowed: bool = False
     settle: float = DEFAULT_SETTLE
+    #: seconds a TrainJob that should fail by itself (``ends_by_itself``) is given to do so
+    #: before it is retired anyway (a runtime that is not what it was checked to be)
+    end_grace: float = DEFAULT_END_GRACE
     standings: dict[str, Standing] = field(default_factory=dict)
     #: names whose terminal outcome settles, and the patience deadlines of waiting ones
     _settling: set[str] = field(default_factory=set)
@@ -201,8 +211,11 @@ class Verdicts:
         at = self._deadlines.get(name)
         return at is not None and (now is None or now >= at)
 
-    def must_retire(self, name: str, trainjob: Mapping[str, Any] | None) -> str | None:
-        """Why the TrainJob must be deleted now, or None (see the module docstring)."""
+    def must_retire(
+        self, name: str, trainjob: Mapping[str, Any] | None, now: float | None = None
+    ) -> str | None:
+        """Why the TrainJob must be deleted now, or None (see the module docstring). ``now``:
+        the time of asking (without it, a TrainJob left to fail by itself is never retired)."""
         standing = self.standings.get(name)
         if standing is None or standing.final is None or standing.retired or trainjob is None:
             return None
@@ -217,7 +230,47 @@ class Verdicts:
         if finished and not suspended:
             return None
         cause = standing.final.cause.value if standing.final.cause else "?"
+        if not suspended and self.ends_by_itself(standing.final):
+            # Trainer has not written Failed yet; a runtime dispatch accepts makes it fail
+            since = standing.terminal_since
+            if now is None or since is None or now - since < self.end_grace:
+                return None
+            return (
+                f"its attempt ended ({cause}) but the TrainJob did not fail on its own within "
+                f"{self.end_grace:g} s"
+            )
         return f"its attempt ended ({cause}) but the TrainJob could still run"
+
+    def awaits_end(self, name: str, trainjob: Mapping[str, Any] | None, now: float) -> bool:
+        """The attempt ended, its TrainJob is left to fail by itself and has not yet, within
+        ``end_grace``: keep watching it (``must_retire`` answers once the grace is over)."""
+        standing = self.standings.get(name)
+        if standing is None or standing.final is None or standing.retired or trainjob is None:
+            return False
+        if dig(trainjob, "spec", "suspend") is True or dig(
+            trainjob, "metadata", "deletionTimestamp"
+        ):
+            return False
+        if any(true_condition(trainjob, kind) for kind in ("Failed", "Complete")):
+            return False
+        since = standing.terminal_since
+        return (
+            self.ends_by_itself(standing.final)
+            and since is not None
+            and now - since < self.end_grace
+        )
+
+    def ends_by_itself(self, final: Outcome) -> bool:
+        """Whether the TrainJob of an attempt that ended so fails without dispatch: a rank's
+        pod failed (its exit, an OOM kill, a disruption) and the runtime lets no rank restart
+        (what dispatch's runtime rules ask: Job ``backoffLimit: 0``, pods ``restartPolicy:
+        Never``, JobSet ``maxRestarts: 0`` or a ``FailJobSet`` rule), so its Job fails, then
+        its JobSet, then the TrainJob. Decided from the outcome and the runtime, never from
+        which event arrived first. Waits dispatch ended (no pod yet, an image that never
+        pulls) and re-runs do not end by themselves."""
+        if self.restarts_allowed or final.first_failure is None:
+            return False
+        return final.cause in _POD_FAILURES
 
     def release(self, name: str) -> bool:
         """True once the outcome of ``name`` is final: the records judged so far are never read
@@ -240,6 +293,11 @@ class Verdicts:
         self.standings.pop(name, None)
         self._settling.discard(name)
         self._deadlines.pop(name, None)
+
+
+#: causes of a rank's pod that failed (the first failure names the rank); a start failure is
+#: not one: a pod whose image never pulls stays Pending, nothing fails it
+_POD_FAILURES = frozenset({Cause.APP_ERROR, Cause.OUT_OF_MEMORY, Cause.PREEMPTED, Cause.NODE_LOST})
 
 
 def _jobset_uids(evidence: EvidenceSet, name: str) -> frozenset[str]:

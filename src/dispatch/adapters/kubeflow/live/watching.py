@@ -156,7 +156,11 @@ async def watch_attempts(
         for observation in ready:
             yield observation
         if not unreported and not still_open:
-            if not any(verdicts.must_retire(r[1], capture.latest_trainjob(r)[0]) for r in refs):
+            latest = {r: capture.latest_trainjob(r)[0] for r in refs}
+            if not any(
+                verdicts.must_retire(r[1], t, now) or verdicts.awaits_end(r[1], t, now)
+                for r, t in latest.items()
+            ):
                 return
             recheck_retire |= refs.keys()
         await _wait(capture.changed, sleep, recheck)
@@ -181,7 +185,7 @@ async def _retire_due(
         if ref not in refs and ended and capture.take(ref):
             judge(capture, verdicts, ref, now, None)
         trainjob, deleted = capture.latest_trainjob(ref)
-        why = None if deleted else verdicts.must_retire(ref[1], trainjob)
+        why = None if deleted else verdicts.must_retire(ref[1], trainjob, now)
         if why is None:
             continue
         try:
