@@ -108,6 +108,11 @@ class Adapter(Protocol):
         ...
 
 
+#: what an ``OutputReader`` says of a rank whose output is gone with its pod (all ranks:
+#: the line ``[rank N] (<GONE>)``; one rank: ``NotFound`` naming it)
+OUTPUT_GONE = "its output was deleted with it"
+
+
 @runtime_checkable
 class OutputReader(Protocol):
     """Optional: read what the ranks of an attempt printed."""

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-from collections.abc import AsyncGenerator, Awaitable, Callable
+import re
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from pathlib import Path
 
-from dispatch.adapters.base import OutputReader
+from dispatch.adapters.base import OUTPUT_GONE, OutputReader
 from dispatch.api.background import ensure_supervisor
 from dispatch.api.environment import Environment
 from dispatch.api.status import JobStatus
 from dispatch.model import (
     CapabilityReport,
+    Evidence,
     Job,
     JobFailed,
     JobSpec,
@@ -289,5 +291,46 @@ class AsyncClient:
         adapter = self.env.adapter(record.job.spec.cluster)
         if not isinstance(adapter, OutputReader):
             raise NotBuiltYet(f"the {adapter.kind!r} adapter cannot read output")
-        async for line in adapter.read_output(handle, rank=rank, follow=follow):
-            yield line
+        kept = kept_output(self.records.evidence(job_id, handle.attempt))
+        try:
+            async for line in adapter.read_output(handle, rank=rank, follow=follow):
+                gone = _GONE.match(line) if rank is None else None
+                if gone is None or int(gone.group(1)) not in kept:
+                    yield line
+                    continue
+                for kept_line in _kept_lines(int(gone.group(1)), kept):
+                    yield f"[rank {gone.group(1)}] {kept_line}"
+        except NotFound:
+            if rank is None or rank not in kept:
+                raise
+            for kept_line in _kept_lines(rank, kept):
+                yield kept_line
+
+
+#: an ``OutputReader``'s line for a rank whose pod (and output) is gone
+_GONE = re.compile(r"^\[rank (\d+)\] \(.*" + re.escape(OUTPUT_GONE) + r"\)$")
+
+
+def kept_output(evidence: Sequence[Evidence]) -> dict[int, list[Evidence]]:
+    """The last output of ranks that dispatch kept in the records (evidence of kind ``log``:
+    before a failed rank's pod was deleted), by rank; a restarted container's earlier run
+    first."""
+    found: dict[int, list[Evidence]] = {}
+    for item in evidence:
+        data = item.data if isinstance(item.data, dict) else {}
+        rank = data.get("rank")
+        if item.kind == "log" and isinstance(rank, int) and isinstance(data.get("lines"), list):
+            found.setdefault(rank, []).append(item)
+    for items in found.values():
+        items.sort(key=lambda e: (not e.data.get("previous"), e.observed_at))
+    return found
+
+
+def _kept_lines(rank: int, kept: dict[int, list[Evidence]]) -> list[str]:
+    """A kept tail as ``dispatch logs`` prints it: marked, since the live log is gone."""
+    lines: list[str] = []
+    for item in kept[rank]:
+        cut = ", cut to its end" if item.data.get("truncated") else ""
+        lines.append(f"(kept by dispatch: {item.summary}{cut}; the pod and its log are gone)")
+        lines.extend(str(line) for line in item.data["lines"])
+    return lines

@@ -69,9 +69,8 @@ def test_follow_streams_the_ranks_while_the_attempt_runs(world: World) -> None:
     assert any(line.endswith("exited with code 0") for line in lines)
 
 
-def test_a_rank_whose_pod_is_gone_says_so(world: World) -> None:
-    job = world.submit("gone", SCENARIO)
-    asyncio.run(world.supervise())
+def _delete_pods(world: World, job: str) -> None:
+    """Delete the job's pods at once, as their Job (or a person) would after the end."""
     cluster = world.emulator.cluster
     pod_type = cluster.rtype("v1", "Pod")
     for pod in world.pods(job):
@@ -81,6 +80,12 @@ def test_a_rank_whose_pod_is_gone_says_so(world: World) -> None:
                 pod_type, NAMESPACE, name, grace_period_seconds=0
             )
         )
+
+
+def test_a_rank_whose_pod_is_gone_says_so(world: World) -> None:
+    job = world.submit("gone", SCENARIO)
+    asyncio.run(world.supervise())
+    _delete_pods(world, job)
     adapter = world.adapter()
     handle = _handle(world, job)
     with pytest.raises(NotFound, match="rank 1's pod is gone"):
@@ -104,3 +109,44 @@ def test_dispatch_logs_prints_a_rank_and_all_ranks(world: World, tmp_path: Path)
     every = runner.invoke(cli, ["--config", str(config), "logs", job], env=env)
     assert every.exit_code == 0, every.output
     assert "[rank 0] rank zero here" in every.output.splitlines()
+
+
+CRASH = {
+    "pods": [
+        {
+            "index": 1,
+            "runFor": 3,
+            "exitCode": 3,
+            "logs": ["Traceback (most recent call last):", "RuntimeError: NCCL error: unhandled"],
+        }
+    ],
+    "default": {"runFor": 30},
+}
+
+
+def test_a_failed_rank_s_last_output_is_kept_after_its_pod_is_gone(
+    world: World, tmp_path: Path
+) -> None:
+    """The tail of rank 1's log is read into the records when the attempt ends; after the pods
+    are deleted `dispatch logs JOB --rank 1` prints it, marked as kept."""
+    job = world.submit("lastwords", CRASH)
+    asyncio.run(world.supervise())
+    kept = [e for e in world.records.evidence(job, 1) if e.kind == "log"]
+    assert [e.data["rank"] for e in kept] == [1], [e.summary for e in kept]
+    assert "RuntimeError: NCCL error: unhandled" in kept[0].data["lines"]
+    _delete_pods(world, job)
+    config = tmp_path / "dispatch.yaml"
+    config.write_text(
+        yaml.safe_dump({"clusters": [{"name": "kf", "adapter": "kubeflow", **world.settings}]})
+    )
+    env = {"DISPATCH_STATE_DIR": str(world.records_dir)}
+    runner = CliRunner()
+    one = runner.invoke(cli, ["--config", str(config), "logs", job, "--rank", "1"], env=env)
+    assert one.exit_code == 0, one.output
+    lines = one.output.splitlines()
+    assert lines[0].startswith("(kept by dispatch: the last ") and "rank 1" in lines[0]
+    assert "RuntimeError: NCCL error: unhandled" in lines
+    every = runner.invoke(cli, ["--config", str(config), "logs", job], env=env)
+    assert every.exit_code == 0, every.output
+    assert "[rank 1] RuntimeError: NCCL error: unhandled" in every.output.splitlines()
+    assert any("rank 0's pod is gone" in line for line in every.output.splitlines())

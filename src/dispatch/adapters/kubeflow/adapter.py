@@ -57,6 +57,7 @@ from dispatch.adapters.kubeflow.causes.coarse import (
 )
 from dispatch.adapters.kubeflow.live.attribution import TrainJobRef
 from dispatch.adapters.kubeflow.live.capture import Capture, Sleep
+from dispatch.adapters.kubeflow.live.lastwords import last_words
 from dispatch.adapters.kubeflow.live.output import read_output
 from dispatch.adapters.kubeflow.live.snapshot import merged, snapshot
 from dispatch.adapters.kubeflow.live.verdict import DEFAULT_SETTLE, Verdicts
@@ -72,6 +73,7 @@ from dispatch.model import (
     Capability,
     CapabilityReport,
     Cause,
+    DispatchError,
     Evidence,
     Job,
     JobSpec,
@@ -117,6 +119,9 @@ class KubeflowAdapter:
         self._capture_loop: asyncio.AbstractEventLoop | None = None
         self._seeded: dict[TrainJobRef, list[Evidence]] = {}
         self._cancelled: dict[TrainJobRef, str] = {}  # who cancelled, through this adapter
+        #: failed ranks' last output read before their pods could go, until an observation
+        #: carries it to the records (``live/lastwords.py``)
+        self._words: dict[TrainJobRef, list[Evidence]] = {}
         self._verdicts = Verdicts(
             patience=self.settings.patience,
             restarts_allowed=self.settings.allow_rank_restart,
@@ -368,8 +373,24 @@ class KubeflowAdapter:
             sleep=self._sleep,
         ):
             if observation.outcome.is_terminal:  # final for this adapter: not read again
-                self._seeded.pop(self._ref(observation.handle), None)
+                ref = self._ref(observation.handle)
+                self._seeded.pop(ref, None)
+                if observation.outcome.state is not State.SUCCEEDED:
+                    if ref not in self._words:
+                        await self._keep_last_words(ref, observation.outcome)
+                    words = self._words.pop(ref, [])
+                    observation = replace(observation, evidence=(*observation.evidence, *words))
             yield observation
+
+    async def _keep_last_words(self, ref: TrainJobRef, outcome: Outcome | None) -> None:
+        """Read the failed ranks' last output now, while their pods exist (``lastwords``)."""
+        try:
+            async with self.connection.session() as session:
+                words = await last_words(session, *ref, outcome, self.context.clock.now())
+        except DispatchError as exc:
+            log.info("TrainJob %s/%s: its ranks' last output could not be read (%s)", *ref, exc)
+            words = []
+        self._words[ref] = [*self._words.get(ref, []), *words]
 
     async def _lookup(self, ref: TrainJobRef) -> list[Evidence]:
         async with self.connection.session() as session:
@@ -390,6 +411,9 @@ class KubeflowAdapter:
             why = self._verdicts.must_retire(name, current, self.context.clock.now()) or ""
             if not why:
                 return False
+            standing = self._verdicts.standings.get(name)
+            if (namespace, name) not in self._words and standing is not None:
+                await self._keep_last_words((namespace, name), standing.final)
             note = {"metadata": {"annotations": {ANNOTATION_RETIRED: why}}}
             try:
                 await session.merge_patch(TRAINJOBS, name, note, namespace)
@@ -418,4 +442,8 @@ class KubeflowAdapter:
                 return
             except ApiRejected as exc:  # the record of who is lost; the cancellation still happens
                 log.warning("TrainJob %s: the cancel note was refused (%s)", handle.native, exc)
+        ref = (namespace, handle.native)
+        if ref not in self._words:  # every rank's last output, before the pods go
+            await self._keep_last_words(ref, None)
+        async with self.connection.session() as session:
             await session.delete(TRAINJOBS, handle.native, namespace, propagation="Foreground")

@@ -22,6 +22,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
+from dispatch.adapters.base import OUTPUT_GONE
 from dispatch.adapters.kubeflow.api.client import TRAINJOBS, Connection, Session
 from dispatch.adapters.kubeflow.api.kinds import JOBSET_NAME, PODS
 from dispatch.adapters.kubeflow.api.listwatch import list_raw
@@ -41,9 +42,10 @@ Ended = Callable[[], Awaitable[bool]]
 
 
 async def rank_pods(
-    session: Session, namespace: str, trainjob: str
+    session: Session, namespace: str, trainjob: str, *, count: bool = True
 ) -> tuple[int | None, dict[int, Mapping[str, Any]]]:
-    """(the TrainJob's number of ranks, if known; the newest trainer pod of each rank)."""
+    """(the TrainJob's number of ranks, if known and ``count`` asks for it: one more read;
+    the newest trainer pod of each rank)."""
     listed = await list_raw(session, PODS, namespace, label_selector=f"{JOBSET_NAME}={trainjob}")
     pods = [p for p in listed.get("items") or [] if isinstance(p, Mapping)]
     trainers = [p for p in pods if labels_of(p).get(ANCESTOR) == "trainer"]
@@ -54,6 +56,8 @@ async def rank_pods(
         rank = pod_rank(pod)
         if rank is not None:
             newest[rank] = pod
+    if not count:
+        return None, newest
     found = await session.get(TRAINJOBS, trainjob, namespace)
     nodes = as_int(dig(found, "spec", "trainer", "numNodes")) if found else None
     return nodes, newest
@@ -108,7 +112,7 @@ async def read_output(
                 over = await ended() if over is None else over
                 if not over:
                     continue  # not started yet
-                gone = f"rank {r}'s pod is gone: its output was deleted with it"
+                gone = f"rank {r}'s pod is gone: {OUTPUT_GONE}"
                 if not every:
                     raise NotFound(f"{what}: {gone}; `dispatch status` shows its evidence")
                 yield f"{_prefix(r, every)}({gone})"

@@ -1,0 +1,107 @@
+"""Last words: the tail of a failed rank's output, kept in the records as evidence before
+Kubernetes deletes the pod with its log (``dispatch logs`` and ``dispatch status`` show it
+after the fact; this is where the Python traceback or the NCCL error is).
+
+When an attempt's outcome becomes final (and before dispatch deletes or cancels its
+TrainJob: then every rank's pod), the trainer pods that failed (a container terminated with a non-zero exit code, now or before a
+restart, or the pod ``Failed``) and the pod of the first failure are read: the last
+``TAIL_LINES`` lines, at most ``TAIL_BYTES`` bytes, of the container, and of the container
+before its last restart when the kubelet kept it. At most ``MAX_PODS`` pods per attempt. The
+records are private to their owner (mode 0600), like everything they hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dispatch.adapters.kubeflow.api.client import Session
+from dispatch.adapters.kubeflow.api.logs import read_log
+from dispatch.adapters.kubeflow.live.output import container_of, rank_pods
+from dispatch.adapters.kubeflow.objects import as_int, as_list, dig, text_of
+from dispatch.model import Evidence, Outcome
+
+TAIL_LINES = 200
+TAIL_BYTES = 64 * 1024
+MAX_PODS = 16
+#: evidence kind of a kept log tail
+KIND = "log"
+
+
+def _failed(pod: Mapping[str, Any]) -> bool:
+    if text_of(dig(pod, "status", "phase")) == "Failed":
+        return True
+    for status in as_list(dig(pod, "status", "containerStatuses")) or []:
+        for which in ("state", "lastState"):
+            code = as_int(dig(status, which, "terminated", "exitCode"))
+            if code:
+                return True
+    return False
+
+
+def _restarted(pod: Mapping[str, Any], container: str) -> bool:
+    for status in as_list(dig(pod, "status", "containerStatuses")) or []:
+        if dig(status, "name") == container and (as_int(dig(status, "restartCount")) or 0) > 0:
+            return True
+    return False
+
+
+def _tail(text: str) -> tuple[list[str], bool]:
+    """The last lines of ``text`` within the bounds, and whether anything was cut."""
+    lines = text.splitlines()
+    cut = len(lines) > TAIL_LINES
+    lines = lines[-TAIL_LINES:]
+    while lines and sum(len(line) + 1 for line in lines) > TAIL_BYTES:
+        lines.pop(0)
+        cut = True
+    return lines, cut
+
+
+async def last_words(
+    session: Session,
+    namespace: str,
+    trainjob: str,
+    outcome: Outcome | None,
+    now: float,
+) -> list[Evidence]:
+    """The kept tails of the attempt's failed ranks (module docstring), as evidence; with no
+    ``outcome`` (dispatch is about to cancel the attempt), of every rank."""
+    _, pods = await rank_pods(session, namespace, trainjob, count=False)
+    first = outcome.first_failure if outcome is not None else None
+    chosen = [
+        (rank, pod)
+        for rank, pod in sorted(pods.items())
+        if outcome is None or _failed(pod) or (first is not None and first.rank == rank)
+    ][:MAX_PODS]
+    found: list[Evidence] = []
+    for rank, pod in chosen:
+        name = text_of(dig(pod, "metadata", "name"))
+        container = container_of(pod)
+        for previous in (False, True) if _restarted(pod, container) else (False,):
+            text = await read_log(
+                session, namespace, name, container, tail_lines=TAIL_LINES, previous=previous
+            )
+            if not text:
+                continue
+            lines, cut = _tail(text)
+            which = "before its last restart" if previous else "at the end"
+            found.append(
+                Evidence(
+                    kind=KIND,
+                    key=f"log/{name}/{container}" + ("/previous" if previous else ""),
+                    observed_at=now,
+                    summary=(
+                        f"the last {len(lines)} lines of rank {rank} (pod {name}, container "
+                        f"{container}) {which}"
+                    ),
+                    data={
+                        "rank": rank,
+                        "pod": name,
+                        "container": container,
+                        "previous": previous,
+                        "lines": lines,
+                        "truncated": cut,
+                    },
+                )
+            )
+    return found
