@@ -68,6 +68,7 @@ def test_start_creates_the_copy_and_the_trainjob_with_every_field(
         "dispatch.dev/cluster": "kf",
         "app.kubernetes.io/managed-by": "dispatch",
         "kueue.x-k8s.io/queue-name": "team-a",
+        "dispatch.dev/runtime": "torch-dispatch",  # the runtime chosen (runtimeRef: the copy)
     }
     assert meta["annotations"]["dispatch.dev/spec-hash"].startswith("sha256:")
     assert meta["annotations"]["dispatch.dev/runtime"] == "ClusterTrainingRuntime/torch-dispatch"
@@ -112,6 +113,7 @@ def test_start_creates_the_copy_and_the_trainjob_with_every_field(
     assert copy["spec"] == original["spec"]
     assert copy["metadata"]["labels"]["trainer.kubeflow.org/framework"] == "torch"
     assert copy["metadata"]["labels"]["dispatch.dev/job"] == job.id
+    assert copy["metadata"]["labels"]["dispatch.dev/runtime-copy-of"] == "torch-dispatch"
     assert copy["metadata"]["ownerReferences"] == [
         {
             "apiVersion": TRAINER,

@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from dispatch.adapters.kubeflow.planning.jobchecks import check_job
-from dispatch.adapters.kubeflow.planning.names import trainjob_name
+from dispatch.adapters.kubeflow.planning.names import label_value, trainjob_name
 from dispatch.adapters.kubeflow.planning.rules import NOT_FOUND, RuntimeVerdict, check_runtime
 from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings
 from dispatch.adapters.kubeflow.planning.trainjob import (
+    LABEL_RUNTIME,
+    LABEL_RUNTIME_COPY,
     MIN_TRAINER_VERSION,
     object_annotations,
     object_labels,
@@ -76,8 +78,13 @@ def plan_objects(
         namespace = settings.effective_namespace
         labels = object_labels(identity, spec.queue or settings.queue)
         annotations = object_annotations(spec, verdict, verdict.weakened_identity)
+        chosen = label_value(verdict.name)
         copy = runtime_copy(
-            runtime_raw, name=name, namespace=namespace, labels=labels, annotations=annotations
+            runtime_raw,
+            name=name,
+            namespace=namespace,
+            labels={**labels, LABEL_RUNTIME_COPY: chosen},
+            annotations=annotations,
         )
         trainjob = trainjob_manifest(
             spec,
@@ -86,7 +93,7 @@ def plan_objects(
             settings,
             name=name,
             namespace=namespace,
-            labels=labels,
+            labels={**labels, LABEL_RUNTIME: chosen},
             annotations=annotations,
             held=held,
         )

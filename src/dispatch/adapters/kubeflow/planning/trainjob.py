@@ -37,6 +37,11 @@ LABEL_CLUSTER = "dispatch.dev/cluster"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "dispatch"
 LABEL_QUEUE = "kueue.x-k8s.io/queue-name"
+#: on the TrainJob: the runtime the user chose (the TrainJob's runtimeRef names its copy), so
+#: tools can find a runtime's jobs (``kubectl get trainjobs -l dispatch.dev/runtime=torch``)
+LABEL_RUNTIME = "dispatch.dev/runtime"
+#: on the runtime copy: the runtime it copies, so tools can hide copies from a runtime list
+LABEL_RUNTIME_COPY = "dispatch.dev/runtime-copy-of"
 ANNOTATION_WEAKENED = "dispatch.dev/weakened-identity"
 ANNOTATION_SPEC_HASH = "dispatch.dev/spec-hash"
 ANNOTATION_RUNTIME = "dispatch.dev/runtime"
