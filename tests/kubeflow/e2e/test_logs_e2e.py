@@ -5,6 +5,10 @@ followed while the attempt runs, and what is said when a rank's pod is gone."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +154,51 @@ def test_a_failed_rank_s_last_output_is_kept_after_its_pod_is_gone(
     assert every.exit_code == 0, every.output
     assert "[rank 1] RuntimeError: NCCL error: unhandled" in every.output.splitlines()
     assert any("rank 0's pod is gone" in line for line in every.output.splitlines())
+
+
+RUN_SPEC = """
+name: talkative
+cluster: kf
+runtime: {kind: ClusterTrainingRuntime, name: torch-dispatch}
+nodes: 2
+image: pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime
+command: [torchrun, train.py]
+resources: {cpu: "1"}
+env:
+  EMULATOR_SCENARIO: '%s'
+"""
+
+
+@pytest.mark.timeout(300)
+def test_dispatch_run_and_logs_follow_print_the_ranks_lines(world: World, tmp_path: Path) -> None:
+    """``dispatch run`` (a new process, with its background supervisor) on the emulator prints
+    each rank's lines as they come; ``dispatch logs JOB --rank 1 -f`` afterwards prints rank 1's."""
+    config = tmp_path / "dispatch.yaml"
+    config.write_text(
+        yaml.safe_dump({"clusters": [{"name": "kf", "adapter": "kubeflow", **world.settings}]})
+    )
+    spec = tmp_path / "job.yaml"
+    spec.write_text(RUN_SPEC % json.dumps(SCENARIO))
+    env = {**os.environ, "DISPATCH_STATE_DIR": str(tmp_path / "cli-state")}
+    base = [sys.executable, "-m", "dispatch", "--config", str(config)]
+    done = subprocess.run(
+        [*base, "run", str(spec)], capture_output=True, text=True, timeout=240, env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "[rank 1] epoch 1 loss 0.52" in lines, done.stdout
+    assert "[rank 0] rank zero here" in lines
+    assert "state     succeeded" in done.stdout
+    listed = subprocess.run(
+        [*base, "list", "-o", "json"], capture_output=True, text=True, timeout=60, env=env
+    )
+    job = json.loads(listed.stdout)[0]["job"]
+    follow = subprocess.run(
+        [*base, "logs", job, "--rank", "1", "-f"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert follow.returncode == 0, follow.stderr
+    assert "epoch 2 loss 0.31" in follow.stdout.splitlines()
