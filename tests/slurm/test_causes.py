@@ -100,7 +100,8 @@ def test_a_node_taken_down_under_a_running_job_is_node_lost(
     for last in (seen[-1], observed):
         assert (last.state, last.outcome.cause) == (State.FAILED, Cause.NODE_LOST)
         assert last.outcome.summary.endswith(f"a node of the allocation failed ({lost})")
-        native, output = last.evidence
+        native, output, *kept = last.evidence
+        assert all(k.kind == "log" for k in kept)  # the failed tasks' last output, if any
         assert (native.kind, native.data["states"], native.data["reason"]) == (
             "squeue",
             ["NODE_FAIL"],

@@ -142,7 +142,11 @@ def test_app_error_names_exit_code_and_failing_node(slurm: SlurmAdapter) -> None
     job = make_job(
         "fail",
         nodes=2,
-        command=["sh", "-c", 'if [ "$PET_NODE_RANK" = 1 ]; then exit 3; fi; sleep 30'],
+        command=[
+            "sh",
+            "-c",
+            'if [ "$PET_NODE_RANK" = 1 ]; then echo "RuntimeError: boom"; exit 3; fi; sleep 30',
+        ],
     )
 
     async def scenario() -> list[Observation]:
@@ -153,7 +157,10 @@ def test_app_error_names_exit_code_and_failing_node(slurm: SlurmAdapter) -> None
     failure = last.outcome.first_failure
     assert failure is not None
     assert (failure.exit_code, failure.rank, failure.node) == (3, 1, 1)
-    assert {e.kind for e in last.evidence} == {"squeue", "batch-output"}
+    assert {e.kind for e in last.evidence} == {"squeue", "batch-output", "log"}
+    # the failed task's last output is kept in the evidence (its folder may be cleaned up)
+    [kept] = [e for e in last.evidence if e.kind == "log"]
+    assert (kept.data["rank"], kept.data["lines"]) == (1, ["RuntimeError: boom"])
 
 
 def test_cancel_names_who_asked_and_hold_of_running_job_is_refused(slurm: SlurmAdapter) -> None:

@@ -55,6 +55,7 @@ from dispatch.model import (
     AttemptHandle,
     CapabilityReport,
     Cause,
+    Evidence,
     Job,
     JobSpec,
     NotFound,
@@ -67,6 +68,7 @@ from dispatch.model import (
     State,
     Unsupported,
 )
+from dispatch.model.lastwords import last_words
 
 #: sbatch errors that mean the request itself cannot be satisfied (not a passing failure)
 _REFUSED = (
@@ -80,6 +82,10 @@ _REFUSED = (
     "Batch job submission failed",
 )
 _ALREADY_OVER = ("already completing or completed", "has already finished", "Invalid job id")
+
+
+#: at most this many failed tasks' output tails kept per attempt
+MAX_TAILS = 16
 
 
 class SlurmAdapter:
@@ -102,6 +108,7 @@ class SlurmAdapter:
         self._facts: ClusterFacts | None = None
         self._probed_at: float | None = None
         self._outputs: dict[str, BatchOutput] = {}  # batch outputs of failed jobs, read once
+        self._words: dict[str, list[Evidence]] = {}  # failed tasks' output tails, read once
         self._last: dict[str, Observation] = {}  # by Slurm job id
 
     # --- capabilities and plan -------------------------------------------------------------
@@ -279,6 +286,7 @@ class SlurmAdapter:
             output = await self._batch_output(handle)
             if output.failures or output.out_of_memory or output.node_failures:
                 evidence.append(output_evidence(handle, output, now))
+            evidence += await self._last_words(handle, output, now)
         outcome = derive_outcome(job, output)
         outcome = replace(outcome, evidence=tuple(evidence))
         seen = Observation(handle, outcome, tuple(evidence), observed_at=now)
@@ -304,6 +312,26 @@ class SlurmAdapter:
             result = await self.runner.run(cmd.build_read_command(path))
             self._outputs[handle.native] = parse_batch_output(result.stdout if result.ok else "")
         return self._outputs[handle.native]
+
+    async def _last_words(
+        self, handle: AttemptHandle, output: BatchOutput, now: float
+    ) -> list[Evidence]:
+        """The tails of the failed tasks' output files (``model.lastwords``), read once: the
+        attempt's folder may be cleaned up later, the records keep them."""
+        if handle.native not in self._words:
+            first = output.first_failure()
+            failed = sorted({f.task for f in output.failures if not f.collateral})
+            tasks = ([first.task] if first is not None else []) + failed
+            found: list[Evidence] = []
+            for task in list(dict.fromkeys(tasks))[:MAX_TAILS]:
+                name = TASK_OUTPUT.format(task=task)
+                path = f"{handle.data.get('outputDir', '')}/{name}"
+                result = await self.runner.run(cmd.build_read_command(path))
+                kept = last_words(task, name, result.stdout if result.ok else "", now)
+                if kept is not None:
+                    found.append(kept)
+            self._words[handle.native] = found
+        return self._words[handle.native]
 
     # --- cancel, hold, release --------------------------------------------------------------
 

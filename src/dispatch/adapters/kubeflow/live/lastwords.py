@@ -3,11 +3,11 @@ Kubernetes deletes the pod with its log (``dispatch logs`` and ``dispatch status
 after the fact; this is where the Python traceback or the NCCL error is).
 
 When an attempt's outcome becomes final (and before dispatch deletes or cancels its
-TrainJob: then every rank's pod), the trainer pods that failed (a container terminated with a non-zero exit code, now or before a
-restart, or the pod ``Failed``) and the pod of the first failure are read: the last
-``TAIL_LINES`` lines, at most ``TAIL_BYTES`` bytes, of the container, and of the container
-before its last restart when the kubelet kept it. At most ``MAX_PODS`` pods per attempt. The
-records are private to their owner (mode 0600), like everything they hold.
+TrainJob: then every rank's pod), the trainer pods that failed (a container terminated with
+a non-zero exit code, now or before a restart, or the pod ``Failed``) and the pod of the
+first failure are read: the tail (``model.lastwords``: 200 lines, 64 KiB) of the container,
+and of the container before its last restart when the kubelet kept it. At most
+``MAX_PODS`` pods per attempt. The records are private to their owner (mode 0600).
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ from dispatch.adapters.kubeflow.api.logs import read_log
 from dispatch.adapters.kubeflow.live.output import container_of, rank_pods
 from dispatch.adapters.kubeflow.objects import as_int, as_list, dig, text_of
 from dispatch.model import Evidence, Outcome
+from dispatch.model.lastwords import TAIL_LINES
+from dispatch.model.lastwords import last_words as words
 
-TAIL_LINES = 200
-TAIL_BYTES = 64 * 1024
+#: at most this many pods' tails per attempt
 MAX_PODS = 16
-#: evidence kind of a kept log tail
-KIND = "log"
 
 
 def _failed(pod: Mapping[str, Any]) -> bool:
@@ -44,17 +43,6 @@ def _restarted(pod: Mapping[str, Any], container: str) -> bool:
         if dig(status, "name") == container and (as_int(dig(status, "restartCount")) or 0) > 0:
             return True
     return False
-
-
-def _tail(text: str) -> tuple[list[str], bool]:
-    """The last lines of ``text`` within the bounds, and whether anything was cut."""
-    lines = text.splitlines()
-    cut = len(lines) > TAIL_LINES
-    lines = lines[-TAIL_LINES:]
-    while lines and sum(len(line) + 1 for line in lines) > TAIL_BYTES:
-        lines.pop(0)
-        cut = True
-    return lines, cut
 
 
 async def last_words(
@@ -81,27 +69,15 @@ async def last_words(
             text = await read_log(
                 session, namespace, name, container, tail_lines=TAIL_LINES, previous=previous
             )
-            if not text:
-                continue
-            lines, cut = _tail(text)
-            which = "before its last restart" if previous else "at the end"
-            found.append(
-                Evidence(
-                    kind=KIND,
-                    key=f"log/{name}/{container}" + ("/previous" if previous else ""),
-                    observed_at=now,
-                    summary=(
-                        f"the last {len(lines)} lines of rank {rank} (pod {name}, container "
-                        f"{container}) {which}"
-                    ),
-                    data={
-                        "rank": rank,
-                        "pod": name,
-                        "container": container,
-                        "previous": previous,
-                        "lines": lines,
-                        "truncated": cut,
-                    },
-                )
+            kept = words(
+                rank,
+                f"pod {name}, container {container}",
+                text or "",
+                now,
+                previous=previous,
+                pod=name,
+                container=container,
             )
+            if kept is not None:
+                found.append(kept)
     return found
