@@ -202,3 +202,54 @@ def test_dispatch_run_and_logs_follow_print_the_ranks_lines(world: World, tmp_pa
     )
     assert follow.returncode == 0, follow.stderr
     assert "epoch 2 loss 0.31" in follow.stdout.splitlines()
+
+
+def test_a_container_restarted_in_place_has_its_earlier_run_served_as_previous() -> None:
+    """As a kubelet keeps a log per container instance: the current run by default, the one
+    before the last restart with ``previous``; the reader shows both, marked."""
+    from dispatch.adapters.kubeflow.api.client import Connection
+    from dispatch.adapters.kubeflow.api.logs import read_log
+    from dispatch.testing.k8s.scenario import PodBehaviour, PodRule, Scenario
+    from tests.emulator.scenario_helpers import cluster, wait_for
+    from tests.kubeflow.e2e.harness import indexed_job
+
+    first = PodBehaviour(run_for=2, exit_code=1, logs=("first run",))
+    scenario = Scenario(
+        pods=(PodRule(first, index=0, attempt=1),),
+        default=PodBehaviour(run_for=None, logs=("second run",)),
+    )
+    with cluster(scenario) as emu:
+        emu.create(indexed_job("again", restart="OnFailure", backoff=6))
+        rtype = emu.cluster.rtype("v1", "Pod")
+
+        def restarted() -> str | None:
+            for pod in emu.call(lambda: emu.cluster.store.list(rtype, "default").items):
+                statuses = pod["status"].get("containerStatuses") or []
+                running = statuses and "running" in statuses[0].get("state", {})
+                if (
+                    pod["metadata"]["name"].startswith("again-0-")
+                    and running
+                    and (statuses[0].get("restartCount", 0) > 0)
+                ):
+                    return str(pod["metadata"]["name"])
+            return None
+
+        pod = wait_for("rank 0 restarted and running", restarted)
+
+        async def read() -> tuple[str | None, str | None, str | None]:
+            connection = Connection(emu.kubeconfig, None)
+            try:
+                async with connection.session() as session:
+                    now = await read_log(session, "default", pod, "train")
+                    before = await read_log(session, "default", pod, "train", previous=True)
+                    other = await read_log(
+                        session, "default", pod.replace("again-0", "nope"), "train"
+                    )
+                    return now, before, other
+            finally:
+                await connection.aclose()
+
+        now, before, other = asyncio.run(read())
+    assert now is not None and "second run" in now and "first run" not in now
+    assert before is not None and "first run" in before and "second run" not in before
+    assert other is None  # no such pod: None, not an error

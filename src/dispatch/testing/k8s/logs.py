@@ -20,14 +20,35 @@ LogKey = tuple[str, str, str]  # namespace, pod, container
 
 @dataclass
 class ContainerLog:
+    """One container's log, run by run: a restarted container starts a new run, and the API
+    serves the current run (``previous``: the one before it), as the kubelet keeps a log per
+    container instance."""
+
     lines: list[tuple[float, str]] = field(default_factory=list)
     finished: bool = False
+    #: where each run starts in ``lines``
+    runs: list[int] = field(default_factory=lambda: [0])
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def append(self, when: float, text: str) -> None:
         for line in text.splitlines():
             self.lines.append((when, line))
         self._notify()
+
+    def new_run(self) -> None:
+        """The container (re)started: what it writes now is a new run (if the last one wrote
+        anything); followers of the last run end."""
+        if len(self.lines) > self.runs[-1]:
+            self.runs.append(len(self.lines))
+            self._notify()
+
+    def run(self, previous: bool = False) -> tuple[int, int] | None:
+        """(start, end) of the current run, or of the previous one (None: there is none)."""
+        if not previous:
+            return self.runs[-1], len(self.lines)
+        if len(self.runs) < 2:
+            return None
+        return self.runs[-2], self.runs[-1]
 
     def finish(self) -> None:
         self.finished = True
@@ -38,12 +59,16 @@ class ContainerLog:
         self._changed = asyncio.Event()
 
     async def follow(self, start: int = 0) -> AsyncIterator[tuple[float, str]]:
+        """Lines from ``start`` as they are written, until the container's run ends (it is
+        restarted or finished) or the pod is deleted."""
         index = start
+        run = len(self.runs) - 1
         while True:
-            while index < len(self.lines):
+            end = self.runs[run + 1] if run + 1 < len(self.runs) else len(self.lines)
+            while index < end:
                 yield self.lines[index]
                 index += 1
-            if self.finished:
+            if self.finished or run + 1 < len(self.runs):
                 return
             await self._changed.wait()
 
@@ -64,6 +89,9 @@ class PodLogs:
 
     def finish(self, namespace: str, pod: str, container: str) -> None:
         self.log(namespace, pod, container).finish()
+
+    def new_run(self, namespace: str, pod: str, container: str) -> None:
+        self.log(namespace, pod, container).new_run()
 
     def on_change(self, change: Change) -> None:
         """Store hook: a deleted pod's logs end (followers stop) and are forgotten."""

@@ -428,6 +428,11 @@ class ApiServer:
     ) -> web.StreamResponse:
         container = choose_container(pod, query.get("container") or "")
         log = self.logs.log(info.namespace, info.name, container)
+        previous = query.get("previous") in _TRUE
+        if previous and log.run(previous=True) is None:
+            raise errors.bad_request(
+                f'previous terminated container "{container}" in pod "{info.name}" not found'
+            )
         return await serve_log(
             request,
             log,
@@ -435,4 +440,5 @@ class ApiServer:
             timestamps=query.get("timestamps") in _TRUE,
             tail=_int(query, "tailLines"),
             limit_bytes=_int(query, "limitBytes"),
+            previous=previous,
         )

@@ -168,10 +168,14 @@ async def serve_log(
     timestamps: bool,
     tail: int | None,
     limit_bytes: int | None,
+    previous: bool = False,
 ) -> web.StreamResponse:
-    start = max(0, len(log.lines) - tail) if tail is not None else 0
-    if not follow:
-        body = b"".join(_format(w, t, timestamps) for w, t in log.lines[start:])
+    """The current run of the container's log (``previous``: the run before its last
+    restart; the caller answers 400 when there is none)."""
+    first, end = log.run(previous) or (0, 0)
+    start = max(first, end - tail) if tail is not None else first
+    if not follow or previous:
+        body = b"".join(_format(w, t, timestamps) for w, t in log.lines[start:end])
         if limit_bytes is not None:
             body = body[:limit_bytes]
         return web.Response(body=body, content_type="text/plain")

@@ -17,7 +17,7 @@ from typing import Any
 
 from dispatch.adapters.kubeflow.api.client import Session
 from dispatch.adapters.kubeflow.api.logs import read_log
-from dispatch.adapters.kubeflow.live.output import container_of, rank_pods
+from dispatch.adapters.kubeflow.live.output import container_of, rank_pods, restarts
 from dispatch.adapters.kubeflow.objects import as_int, as_list, dig, text_of
 from dispatch.model import Evidence, Outcome
 from dispatch.model.lastwords import TAIL_LINES
@@ -35,13 +35,6 @@ def _failed(pod: Mapping[str, Any]) -> bool:
             code = as_int(dig(status, which, "terminated", "exitCode"))
             if code:
                 return True
-    return False
-
-
-def _restarted(pod: Mapping[str, Any], container: str) -> bool:
-    for status in as_list(dig(pod, "status", "containerStatuses")) or []:
-        if dig(status, "name") == container and (as_int(dig(status, "restartCount")) or 0) > 0:
-            return True
     return False
 
 
@@ -65,7 +58,7 @@ async def last_words(
     for rank, pod in chosen:
         name = text_of(dig(pod, "metadata", "name"))
         container = container_of(pod)
-        for previous in (False, True) if _restarted(pod, container) else (False,):
+        for previous in (False, True) if restarts(pod, container) else (False,):
             text = await read_log(
                 session, namespace, name, container, tail_lines=TAIL_LINES, previous=previous
             )

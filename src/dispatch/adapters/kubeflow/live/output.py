@@ -9,7 +9,8 @@ The kubelet keeps a restarted container's log in the same stream; the emulator a
 kubelet both serve it.
 
 * Once: each rank's log in rank order (``[rank N] `` before each line when all ranks are
-  read). A rank whose pod is gone after the attempt ended says so: one line for all ranks,
+  read); a container restarted in place shows the run before its last restart first (the
+  kubelet keeps one earlier run), marked. A rank whose pod is gone after the attempt ended says so: one line for all ranks,
   ``NotFound`` for one rank (its output went with the pod).
 * Follow: each rank's log as it is written, from the moment its pod runs (a replacement is
   followed too), until the attempt has ended and every stream has closed.
@@ -68,6 +69,14 @@ def container_of(pod: Mapping[str, Any]) -> str:
     return TRAINER_CONTAINER if TRAINER_CONTAINER in names else (names[0] if names else "")
 
 
+def restarts(pod: Mapping[str, Any], container: str) -> int:
+    """How many times the kubelet restarted ``container`` in place."""
+    for status in dig(pod, "status", "containerStatuses") or []:
+        if dig(status, "name") == container:
+            return as_int(dig(status, "restartCount")) or 0
+    return 0
+
+
 def _started(pod: Mapping[str, Any]) -> bool:
     return text_of(dig(pod, "status", "phase")) in ("Running", "Succeeded", "Failed")
 
@@ -106,8 +115,15 @@ async def read_output(
             pod = pods.get(r)
             text = None
             if pod is not None:
-                name = text_of(dig(pod, "metadata", "name"))
-                text = await read_log(session, namespace, name, container_of(pod))
+                name, container = text_of(dig(pod, "metadata", "name")), container_of(pod)
+                if restarts(pod, container):
+                    before = await read_log(session, namespace, name, container, previous=True)
+                    if before:
+                        yield f"{_prefix(r, every)}(the run before the container's last restart:)"
+                        for line in before.splitlines():
+                            yield _prefix(r, every) + line
+                        yield f"{_prefix(r, every)}(the container's current run:)"
+                text = await read_log(session, namespace, name, container)
             if text is None:
                 over = await ended() if over is None else over
                 if not over:

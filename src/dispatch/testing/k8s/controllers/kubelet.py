@@ -6,7 +6,8 @@ Per pod (on a Ready node): init containers complete; after ``startAfter`` the co
 ``runFor`` they exit with ``exitCode`` (``OOMKilled`` = 137). ``restartPolicy: Never`` (or
 exit 0 under ``OnFailure``) ends the pod ``Succeeded``/``Failed``; a failure under
 ``OnFailure``/``Always`` restarts the container in place (``restartCount``, ``lastState``,
-``CrashLoopBackOff`` while backing off 10 s, 20 s, ... up to 300 s). ``initExitCode`` fails
+``CrashLoopBackOff`` while backing off 10 s, 20 s, ... up to 300 s; each run of a container is
+its own log, the one before served with ``previous=true``). ``initExitCode`` fails
 the first init container instead (``Init:Error`` under ``Never``, else restarted with back-off
 and a kubelet ``BackOff`` event naming ``spec.initContainers{name}``). ``imagePullError`` keeps
 the pod Pending with ``ErrImagePull`` / ``ImagePullBackOff``. A deleted pod's containers are
@@ -269,6 +270,7 @@ class Kubelet:
             "batch.kubernetes.io/job-completion-index", "0"
         )
         for c in pod["spec"].get("containers") or []:
+            self.cluster.logs.new_run(key[0], key[1], c["name"])  # a restart: a new instance
             lines = [f"emulated: container {c['name']} started (rank {facts})", *behaviour.logs]
             self.cluster.logs.append(key[0], key[1], c["name"], "\n".join(lines), now)
         return True
