@@ -12,8 +12,9 @@ kubelet both serve it.
   read); a container restarted in place shows the run before its last restart first (the
   kubelet keeps one earlier run), marked. A rank whose pod is gone after the attempt ended says so: one line for all ranks,
   ``NotFound`` for one rank (its output went with the pod).
-* Follow: each rank's log as it is written, from the moment its pod runs (a replacement is
-  followed too), until the attempt has ended and every stream has closed.
+* Follow: each rank's log as it is written, from the moment its pod runs (a replacement,
+  and a container's run after a restart, are followed too), until the attempt has ended and
+  every stream has closed.
 """
 
 from __future__ import annotations
@@ -159,10 +160,11 @@ async def _follow(
             nodes, pods = await rank_pods(session, namespace, trainjob)
             _check(rank, nodes, pods, what)
             for r, pod in sorted(pods.items()):
-                name = text_of(dig(pod, "metadata", "name"))
-                if rank in (None, r) and name not in followed and _started(pod):
-                    followed.add(name)
-                    tasks.add(asyncio.create_task(stream(r, name, container_of(pod))))
+                name, container = text_of(dig(pod, "metadata", "name")), container_of(pod)
+                run = f"{name}#{restarts(pod, container)}"  # a restart is a new log to follow
+                if rank in (None, r) and run not in followed and _started(pod):
+                    followed.add(run)
+                    tasks.add(asyncio.create_task(stream(r, name, container)))
             done = await ended()
             deadline = asyncio.get_running_loop().time() + POLL
             while True:
