@@ -368,8 +368,20 @@ def test_a_kueue_recovery_timeout_after_pods_were_ready_is_not_an_unplanned_reco
             ),
         )
         data = diagnose(config_for(emu, tmp_path), "trainjob/recover", "--cluster", "kf")
+
+        def readmitted() -> bool:
+            workloads = emu.call(lambda: emu.cluster.store.list(rtype, "default").items)
+            return any(
+                c["type"] == "Evicted" and c["status"] == "False"
+                for w in workloads
+                for c in (w.get("status") or {}).get("conditions") or []
+            ) and any(p["status"].get("phase") == "Running" for p in pods_of(emu, "recover-"))
+
+        wait_for("readmitted and running again", readmitted)
+        later = diagnose(config_for(emu, tmp_path), "trainjob/recover", "--cluster", "kf")
     assert stats == [
         {"reason": "PodsReadyTimeout", "underlyingCause": "WaitForRecovery", "count": 1}
     ]
-    assert (data["state"], data["cause"]) == ("failed", "no_capacity"), data["summary"]
-    assert "PodsReady timeout" in data["summary"]
+    for seen in (data, later):  # read while evicted, and after Kueue readmitted it
+        assert (seen["state"], seen["cause"]) == ("failed", "no_capacity"), seen["summary"]
+        assert "PodsReady timeout" in seen["summary"]

@@ -311,6 +311,16 @@ def _had_been_ready(history: ObjectHistory, facts: Facts) -> None:
         reason = text_of(dig(entry, "reason"))
         evicted = condition(latest, "Evicted")
         at = when(evicted) if evicted is not None and evicted.get("reason") == reason else None
+        if at is None:  # readmitted since: the eviction's event (Stopped, EvictedDueTo...) dates it
+            words = (
+                ("PodsReady timeout", "PodsReadyTimeout") if "PodsReady" in reason else (reason,)
+            )
+            dated = [
+                e.at
+                for e in facts.evictions
+                if e.at is not None and any(w in e.summary for w in words)
+            ]
+            at = min(dated, default=None)
         before = at - 1.0 if at is not None else None
         summary = f"Kueue evicted it ({reason}) while waiting for pods that had been ready"
         path = "status.schedulingStats.evictions"

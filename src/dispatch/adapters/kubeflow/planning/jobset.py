@@ -35,8 +35,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dispatch.adapters.kubeflow.objects import dig, strategic_merge
-from dispatch.adapters.kubeflow.planning.runtime import ANCESTOR_LABEL, NODE_CONTAINER, TRAINER_STEP
+from dispatch.adapters.kubeflow.objects import as_list, dig, strategic_merge
+from dispatch.adapters.kubeflow.planning.runtime import (
+    ANCESTOR_LABEL,
+    NODE_CONTAINER,
+    TRAINER_STEP,
+    env_injection_targets,
+)
 from dispatch.model.units import quantity_value
 
 JsonObj = dict[str, Any]
@@ -62,6 +67,10 @@ TORCHTUNE_ENTRYPOINT = ["tune", "run"]
 
 class UnsupportedRuntime(ValueError):
     """The runtime uses a Trainer feature this rendering does not reproduce."""
+
+
+class BuildRefused(ValueError):
+    """Trainer itself refuses to build this JobSet (its own error message)."""
 
 
 @dataclass(frozen=True)
@@ -223,6 +232,26 @@ def _torch_env(name: str, nodes: int, nproc: str) -> list[JsonObj]:
     ]
 
 
+def _inject_env(rjobs: list[JsonObj], env_injection: Any, env: list[JsonObj]) -> None:
+    """Torch ``envInjection`` (v2.3): every target container or init container gets the
+    ``PET_*`` variables, master address and port included; a target the runtime does not
+    have fails the build, as Trainer's does."""
+    for job_name, container_name in env_injection_targets(env_injection):
+        rjob = next((rj for rj in rjobs if rj.get("name") == job_name), None)
+        pod = dig(rjob, "template", "spec", "template", "spec") if rjob else None
+        found = None
+        for key in ("containers", "initContainers"):
+            for container in as_list(dig(pod, key)) or []:
+                if isinstance(container, dict) and container.get("name") == container_name:
+                    found = found or container
+        if found is None:
+            raise BuildRefused(
+                f'envInjection target podSet "{job_name}" container "{container_name}" '
+                "not found in runtime template"
+            )
+        _upsert_container_env(found, copy.deepcopy(env))
+
+
 def _apply_initializer(rjob: JsonObj, step: str, config: Mapping[str, Any] | None) -> None:
     rjob["replicas"] = 1
     if not config:
@@ -281,6 +310,10 @@ def render(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> tuple[Jso
                 _upsert_container_env(node, _torch_env(name, counts[trainer_at or 0], nproc))
                 ports = node.setdefault("ports", [])
                 upsert(ports, {"containerPort": TRAINER_PORT}, _same_port)
+    if torch:
+        nodes = counts[trainer_at] if trainer_at is not None else 1
+        nproc = _num_proc_per_node(trainjob, trainer_rjob)
+        _inject_env(rjobs, dig(ml_policy, "torch", "envInjection"), _torch_env(name, nodes, nproc))
     pod_labels: dict[str, str] = {}
     if dig(runtime, "spec", "podGroupPolicy", "coscheduling") is not None:
         pod_labels[POD_GROUP_LABEL] = name

@@ -15,11 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dispatch.adapters.kubeflow.objects import as_list, dig, is_int, show
+from dispatch.adapters.kubeflow.objects import as_list, dig, is_int, names_of, show
 from dispatch.adapters.kubeflow.planning.runtime import (
     ANCESTOR_LABEL,
     TRAINER_STEP,
     ReplicatedJob,
+    env_injection_targets,
     ml_policies,
     replicated_jobs,
     runtime_identity,
@@ -211,6 +212,31 @@ def _ml_policy(policies: list[str] | None, raw: Any) -> list[Reason]:
     torch = dig(raw, "spec", "mlPolicy", "torch")
     if torch is not None and not isinstance(torch, Mapping):
         reasons.append(Reason(ML_POLICY, f"mlPolicy.torch is not a mapping (got {show(torch)})"))
+    reasons += _env_injection(raw, dig(torch, "envInjection"))
+    return reasons
+
+
+def _env_injection(raw: Any, injection: Any) -> list[Reason]:
+    """Torch ``envInjection`` (Trainer v2.3) names containers the runtime must have: Trainer
+    refuses every TrainJob on a runtime whose target is missing."""
+    jobs = {job.name: job for job in replicated_jobs(raw) or []}
+    reasons = []
+    for job_name, container in env_injection_targets(injection):
+        pod = (
+            dig(jobs[job_name].raw, "template", "spec", "template", "spec")
+            if job_name in (jobs)
+            else None
+        )
+        names = set(names_of(dig(pod, "containers"))) | set(names_of(dig(pod, "initContainers")))
+        if container not in names:
+            reasons.append(
+                Reason(
+                    ML_POLICY,
+                    f"mlPolicy.torch.envInjection names container {container!r} of replicated "
+                    f"job {job_name!r}, which the runtime does not have; Trainer refuses every "
+                    "TrainJob on it: fix the target or add the container",
+                )
+            )
     return reasons
 
 

@@ -103,3 +103,13 @@ def ml_policies(runtime: Any) -> list[str] | None:
     if not isinstance(policy, Mapping):
         return None
     return [str(k) for k, v in policy.items() if k != "numNodes" and v is not None]
+
+
+def env_injection_targets(env_injection: Any) -> list[tuple[str, str]]:
+    """(replicated job, container) pairs of ``mlPolicy.torch.envInjection.targets``."""
+    pairs = []
+    for target in as_list(dig(env_injection, "targets")) or []:
+        job = dig(target, "jobName")
+        for container in as_list(dig(target, "containerNames")) or []:
+            pairs.append((str(job), str(container)))
+    return pairs

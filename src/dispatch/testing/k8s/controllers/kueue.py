@@ -27,7 +27,7 @@ import copy
 import hashlib
 from typing import Any
 
-from dispatch.adapters.kubeflow.planning.jobset import UnsupportedRuntime, render
+from dispatch.adapters.kubeflow.planning.jobset import BuildRefused, UnsupportedRuntime, render
 from dispatch.testing.k8s.controllers.base import (
     MERGE,
     Key,
@@ -182,7 +182,7 @@ class Kueue(Reconciler):
             return
         try:
             _, pod_sets = render(tj, runtime)
-        except UnsupportedRuntime:
+        except (UnsupportedRuntime, BuildRefused):
             return
         digest = hashlib.sha256(f"{m['name']}/{m['uid']}/TrainJob".encode()).hexdigest()[:5]
         labels = m.get("labels") or {}

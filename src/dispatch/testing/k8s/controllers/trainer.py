@@ -25,6 +25,7 @@ from typing import Any
 from dispatch.adapters.kubeflow.planning.jobset import (
     SNAPSHOT_KEY,
     SNAPSHOT_SUFFIX,
+    BuildRefused,
     UnsupportedRuntime,
     render_jobset,
     runtime_snapshot,
@@ -146,7 +147,7 @@ class TrainerController(Reconciler):
             runtime = self._runtime(tj, kind, runtime_name)
             jobset = render_jobset(tj, runtime)
             self._apply(tj, jobset)
-        except (_BuildError, UnsupportedRuntime, ApiError) as exc:
+        except (_BuildError, UnsupportedRuntime, BuildRefused, ApiError) as exc:
             text = exc.message if isinstance(exc, ApiError) else str(exc)
             message = f"TrainJob resources reconciliation failed: {text[:MAX_EVENT_MESSAGE]}"
             if len(text) > MAX_EVENT_MESSAGE:

@@ -23,7 +23,11 @@ from dispatch.adapters.kubeflow.planning.jobset import (
     TORCH_RESERVED_ENV,
     merged_template,
 )
-from dispatch.adapters.kubeflow.planning.runtime import ANCESTOR_LABEL, NODE_CONTAINER
+from dispatch.adapters.kubeflow.planning.runtime import (
+    ANCESTOR_LABEL,
+    NODE_CONTAINER,
+    env_injection_targets,
+)
 from dispatch.testing.k8s.admission import AdmissionRequest
 from dispatch.testing.k8s.errors import ApiError, FieldError
 from dispatch.testing.k8s.meta import rfc3339
@@ -90,6 +94,7 @@ class TrainerWebhook:
                 )
             ]
         errors = _torch_env(runtime, spec)
+        errors += _env_injection(runtime, tj)
         errors += _patch_rules(runtime, tj)
         if request.old is not None:
             errors += _patch_changes(request)
@@ -110,6 +115,34 @@ def _torch_env(runtime: JsonObj, spec: JsonObj) -> list[FieldError]:
             f"must not have reserved envs, invalid envs configured: [{' '.join(reserved)}]",
         )
     ]
+
+
+def _env_injection(runtime: JsonObj, tj: JsonObj) -> list[FieldError]:
+    """v2.3 torch ``envInjection``: every target container must exist in the runtime's
+    template (with the TrainJob's patches), else the TrainJob is refused at runtimeRef."""
+    injection = (((runtime.get("spec") or {}).get("mlPolicy") or {}).get("torch") or {}).get(
+        "envInjection"
+    )
+    if not injection:
+        return []
+    rjobs = merged_template(tj, runtime)["spec"].get("replicatedJobs") or []
+    errors = []
+    for job_name, container in env_injection_targets(injection):
+        rjob = next((r for r in rjobs if r.get("name") == job_name), None)
+        pod = (((rjob or {}).get("template") or {}).get("spec") or {}).get("template") or {}
+        names = {
+            c.get("name")
+            for key in ("containers", "initContainers")
+            for c in (pod.get("spec") or {}).get(key) or []
+        }
+        if container not in names:
+            target = {"jobName": job_name, "containerNames": [container]}
+            message = (
+                f'envInjection target podSet "{job_name}" container "{container}" not found '
+                "in runtime template"
+            )
+            errors.append(FieldError.invalid("spec.runtimeRef", target, message))
+    return errors
 
 
 def _patch_rules(runtime: JsonObj, tj: JsonObj) -> list[FieldError]:
