@@ -57,8 +57,8 @@ def test_start_creates_the_copy_and_the_trainjob_with_every_field(
 
     [trainjob] = stored(emulator, "TrainJob")
     [copy] = stored(emulator, "TrainingRuntime")
-    # exactly the objects the plan showed
-    assert trainjob["spec"] == planned["TrainJob"]["spec"]
+    # exactly the objects the plan showed (the API server adds the CRD's suspend: false)
+    assert trainjob["spec"] == {**planned["TrainJob"]["spec"], "suspend": False}
     assert copy["spec"] == planned["TrainingRuntime"]["spec"]
     meta = trainjob["metadata"]
     assert (meta["name"], meta["namespace"]) == (name, NAMESPACE)
@@ -96,7 +96,7 @@ def test_start_creates_the_copy_and_the_trainjob_with_every_field(
         "DISPATCH_CLUSTER": "kf",
     }
     assert body["activeDeadlineSeconds"] == 5400
-    assert "suspend" not in body
+    assert body["suspend"] is False  # dispatch states none; the CRD default
     [patch_entry] = body["runtimePatches"]
     assert patch_entry["manager"] == "dispatch.dev/adapter"
     identity = {"dispatch.dev/job": job.id, "dispatch.dev/attempt": "1"}

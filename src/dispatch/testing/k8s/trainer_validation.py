@@ -88,12 +88,22 @@ class TrainerValidation:
             return []
         storage = request.rtype.storage
         if storage == (TRAINER, "trainjobs"):
+            _trainjob_defaults(request.obj)
             return trainjob_errors(request.obj, request.old)
         if storage in ((TRAINER, "trainingruntimes"), (TRAINER, "clustertrainingruntimes")):
             return runtime_errors(request.obj)
         if storage == ("jobset.x-k8s.io", "jobsets"):
             return jobset_errors(request.obj)
         return []
+
+
+def _trainjob_defaults(obj: JsonObj) -> None:
+    """The v2.3 TrainJob CRD's defaults, applied as the API server does before any webhook:
+    ``spec.suspend: false`` (``+kubebuilder:default=false``), so the JobSet Trainer builds
+    always takes the TrainJob's suspend, whatever the runtime template says."""
+    spec = obj.get("spec")
+    if isinstance(spec, dict) and "suspend" not in spec:
+        spec["suspend"] = False
 
 
 def trainjob_errors(obj: JsonObj, old: JsonObj | None) -> list[FieldError]:
