@@ -367,16 +367,20 @@ def test_runtime_patches_strategic_merge() -> None:
         {
             "name": "override-init-container",
             "image": "test:runtime",
+            # the order apimachinery's strategic merge gives (Trainer merges runtimePatches
+            # with it; the Go test sorts env and mounts before comparing): the patch's items in
+            # its order, an item it adds before the runtime's items that came after the ones
+            # it patched
             "env": [
                 {"name": "INIT_ENV", "value": "override_init"},
-                {"name": "DATASET_PATH", "value": "runtime"},
                 {"name": "NEW_VALUE", "value": "from_overrides"},
+                {"name": "DATASET_PATH", "value": "runtime"},
             ],
         }
     ]
     assert ds_got["containers"][0]["volumeMounts"] == [
-        {"name": "initializer", "mountPath": "/workspace/dataset"},
         {"name": "initializer_secret", "mountPath": "initializer_secret_mount_path"},
+        {"name": "initializer", "mountPath": "/workspace/dataset"},
     ]
     assert ds_got["tolerations"] == [{"key": "example.com/gpu", "operator": "Exists"}]
     assert ds_got["nodeSelector"] == {"accelerator": "nvidia-tesla-k80"}
@@ -434,3 +438,26 @@ def test_snapshot_and_unsupported() -> None:
     assert '"name": "test-runtime"' in cm["data"]["runtime"]
     with pytest.raises(UnsupportedRuntime):
         render_jobset(trainjob({}), runtime({"mpi": {}}))
+
+
+@pytest.mark.parametrize(
+    ("original", "patch", "merged"),
+    [
+        # worked by hand through apimachinery's mergeSlice / normalizeElementOrder /
+        # mergeSortedSlice (server-only items go first only when both are in the original
+        # and theirs came earlier): a new item goes before the original's others
+        (["a", "b"], ["c"], ["c", "a", "b"]),
+        (["a", "b"], ["b", "c"], ["a", "b", "c"]),
+        # the patch's order wins among its own items: b (earlier than c) first, then c, a
+        (["a", "b", "c"], ["c", "a"], ["b", "c", "a"]),
+        (["a", "b", "c", "d"], ["d", "x", "b"], ["a", "c", "d", "x", "b"]),
+    ],
+)
+def test_lists_merged_by_key_are_ordered_as_a_strategic_merge_orders_them(
+    original: list[str], patch: list[str], merged: list[str]
+) -> None:
+    base = {"env": [{"name": n, "value": "old"} for n in original]}
+    change = {"env": [{"name": n, "value": "new"} for n in patch]}
+    got = strategic_merge(base, change)
+    assert [e["name"] for e in got["env"]] == merged
+    assert all(e["value"] == ("new" if e["name"] in patch else "old") for e in got["env"])

@@ -214,7 +214,8 @@ def strategic_merge(base: Any, patch: Any, field: str | None = None) -> Any:
     inputs are not changed.
 
     Maps merge and ``null`` deletes a key; a list under a field of ``MERGE_KEYS`` merges item
-    by item on its key (new items are appended; an item ``{"$patch": "delete", <key>: ...}``
+    by item on its key, ordered as apimachinery orders it (``_merged_list``: items the patch
+    adds come before the original's later items; ``{"$patch": "delete", <key>: ...}``
     removes its match); ``{"$patch": "replace", ...}`` replaces a map whole; every other list
     and every scalar is replaced. Other ``$`` directives are dropped.
     """
@@ -240,23 +241,72 @@ def _merged(own: Any, patch: Any, field: str | None) -> Any:
     merge_key = MERGE_KEYS.get(field or "")
     if not merge_key or not isinstance(own, list):
         return [clone(v) for v in patch if not (isinstance(v, dict) and "$patch" in v)]
-    for item in patch:
+    return _merged_list(own, patch, merge_key)
+
+
+def _merged_list(own: list[Any], patch: list[Any], key: str) -> list[Any]:
+    """A list merged on ``key`` as apimachinery's ``mergeSlice`` does: ``$patch: delete``
+    items remove their match, ``$patch: replace`` makes the patch the list; matching items
+    merge; then the order: the patch's items in the patch's order, the others in their own,
+    interleaved by their places in the original (``normalizeElementOrder``), so items the
+    patch adds come before the original's items that follow them."""
+    special = [i for i in patch if isinstance(i, dict) and "$patch" in i]
+    items = [i for i in patch if not (isinstance(i, dict) and "$patch" in i)]
+    if any(i.get("$patch") == "replace" for i in special):
+        return [clone(i) for i in items]
+    deleted = [i.get(key) for i in special if i.get("$patch") == "delete"]
+    original = [o for o in own if not (isinstance(o, dict) and o.get(key) in deleted)]
+    order = [o.get(key) if isinstance(o, dict) else None for o in original]
+    merged = list(original)
+    for item in items:
         if not isinstance(item, dict):
-            own.append(clone(item))
+            merged.append(clone(item))
             continue
         at = next(
             (
                 i
-                for i, old in enumerate(own)
-                if isinstance(old, dict) and old.get(merge_key) == item.get(merge_key)
+                for i, old in enumerate(merged)
+                if isinstance(old, dict) and old.get(key) == item.get(key)
             ),
             None,
         )
-        if item.get("$patch") == "delete":
-            if at is not None:
-                del own[at]
-        elif at is None:
-            own.append(_merged({}, item, None))
+        if at is None:
+            merged.append(_merged({}, item, None))
         else:
-            own[at] = _merged(own[at], item, None)
-    return own
+            merged[at] = _merged(merged[at], item, None)
+    in_patch = [i.get(key) for i in items if isinstance(i, dict)]
+    patched = sorted(
+        (m for m in merged if isinstance(m, dict) and m.get(key) in in_patch),
+        key=lambda m: in_patch.index(m.get(key)),
+    )
+    server_only = [m for m in merged if not (isinstance(m, dict) and m.get(key) in in_patch)]
+    return _interleave(server_only, patched, order, key)
+
+
+def _interleave(left: list[Any], right: list[Any], order: list[Any], key: str) -> list[Any]:
+    """apimachinery's ``mergeSortedSlice``: ``left`` (server-only) and ``right`` (patched)
+    keep their own orders; a left item goes first only when both are in the original and it
+    came earlier there."""
+
+    def place(item: Any) -> int:
+        value = item.get(key) if isinstance(item, dict) else None
+        return order.index(value) if isinstance(item, dict) and value in order else -1
+
+    out: list[Any] = []
+    i = j = 0
+    while i < len(left) or j < len(right):
+        if j >= len(right):
+            out.append(left[i])
+            i += 1
+        elif i >= len(left):
+            out.append(right[j])
+            j += 1
+        else:
+            li, ri = place(left[i]), place(right[j])
+            if li >= 0 and ri >= 0 and li < ri:
+                out.append(left[i])
+                i += 1
+            else:
+                out.append(right[j])
+                j += 1
+    return out
