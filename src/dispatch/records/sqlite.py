@@ -7,6 +7,7 @@ writers from several processes queue on SQLite's lock (``busy_timeout``) instead
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -76,7 +77,7 @@ class SqliteRecords:
         self._outcomes: dict[str, Outcome] = {}
         self._log_entries: dict[int, LogEntry] = {}
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            _private_file(Path(self.path))
         self._db = sqlite3.connect(
             self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
         )
@@ -548,3 +549,15 @@ class SqliteRecords:
             expires_at=row["expires_at"],
             epoch=row["epoch"],
         )
+
+
+def _private_file(path: Path) -> None:
+    """The records hold job specs (their env values) and ranks' last output: the folder is
+    made 0700 when dispatch creates it, the database 0600 (SQLite gives its -wal and -shm
+    files the database's mode), and an existing database readable by others is tightened."""
+    if not path.parent.exists():
+        path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+    elif path.stat().st_mode & 0o077:
+        path.chmod(0o600)
