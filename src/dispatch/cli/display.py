@@ -93,7 +93,8 @@ def plan_lines(plan: Plan) -> list[str]:
     if plan.capabilities.weakened_identity:
         lines.append(f"  weakened identity: {plan.capabilities.weakened_identity}")
     for artifact in plan.artifacts:
-        lines.append(f"  would create {artifact.kind} {artifact.name}")
+        who = "Trainer would create" if artifact.kind == "JobSet" else "would create"
+        lines.append(f"  {who} {artifact.kind} {artifact.name}")
     for note in plan.notes:
         lines.append(f"  note: {note}")
     return lines

@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dispatch.adapters.kubeflow.planning.plan import plan_objects
+from dispatch.adapters.kubeflow.planning.plan import plan_objects, with_jobset
 from dispatch.model import Job, Plan, load_spec
 from tests.kubeflow.helpers import JOBS, cluster_settings, example_runtimes
 
 GOLDEN = Path(__file__).parent / "golden"
+#: the JobSet Trainer would build from each accepted plan (``dispatch plan --show-jobset``)
+JOBSETS = GOLDEN / "jobset"
 UPDATE = os.environ.get("DISPATCH_UPDATE_GOLDEN") == "1"
 #: example jobs planned as held (`dispatch submit --hold`)
 HELD = {"hold"}
@@ -68,8 +70,25 @@ def test_plan_matches_golden(stem: str) -> None:
         assert not objects.exists() or UPDATE
 
 
+@pytest.mark.parametrize("stem", CASES)
+def test_the_jobset_trainer_would_build_matches_golden(stem: str) -> None:
+    plan = with_jobset(render(stem))
+    jobsets = [a.content for a in plan.artifacts if a.kind == "JobSet"]
+    path = JOBSETS / f"{stem}.yaml"
+    if not plan.accepted:
+        assert jobsets == [] and (not path.exists() or UPDATE)
+        return
+    [jobset] = jobsets
+    if UPDATE:
+        JOBSETS.mkdir(exist_ok=True)
+    compare(path, yaml.safe_dump(jobset, sort_keys=False))
+    assert jobset["metadata"]["ownerReferences"][0]["kind"] == "TrainJob"
+    assert jobset["spec"]["suspend"] is (stem in HELD)  # the TrainJob's, defaulted false
+
+
 def test_every_golden_file_has_an_example() -> None:
-    stems = {path.stem for path in GOLDEN.iterdir()}
+    assert {path.stem for path in JOBSETS.iterdir()} <= set(CASES)
+    stems = {path.stem for path in GOLDEN.iterdir() if path.is_file()}
     assert stems <= set(CASES)
     assert set(CASES) <= stems
 

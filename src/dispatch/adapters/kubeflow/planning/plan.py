@@ -9,9 +9,16 @@ runtime from the cluster and calls this; ``dispatch plan`` prints the result.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
+from dispatch.adapters.kubeflow.objects import clone, dig
 from dispatch.adapters.kubeflow.planning.jobchecks import check_job
+from dispatch.adapters.kubeflow.planning.jobset import (
+    BuildRefused,
+    UnsupportedRuntime,
+    render_jobset,
+)
 from dispatch.adapters.kubeflow.planning.names import label_value, trainjob_name
 from dispatch.adapters.kubeflow.planning.rules import NOT_FOUND, RuntimeVerdict, check_runtime
 from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings
@@ -109,4 +116,30 @@ def plan_objects(
         capabilities=report,
         artifacts=artifacts,
         notes=notes if artifacts else (),
+    )
+
+
+#: the uid a planned TrainJob has not been given yet (the JobSet's owner reference names it)
+PENDING_UID = "(given when the TrainJob is created)"
+
+
+def with_jobset(plan: Plan) -> Plan:
+    """``plan`` with the JobSet Trainer would build from its TrainJob and runtime copy added to
+    its objects (``dispatch plan --show-jobset``). The TrainJob is rendered as the API server
+    stores it (the CRD's default ``suspend: false``); its uid is not known before it exists.
+    A runtime the renderer cannot reproduce, or Trainer would refuse, gets a note instead."""
+    contents = {a.kind: a.content for a in plan.artifacts}
+    trainjob, runtime = contents.get("TrainJob"), contents.get("TrainingRuntime")
+    if not plan.accepted or not isinstance(trainjob, Mapping) or not isinstance(runtime, Mapping):
+        return plan
+    stored = clone(dict(trainjob))
+    stored.setdefault("spec", {}).setdefault("suspend", False)
+    stored.setdefault("metadata", {}).setdefault("uid", PENDING_UID)
+    try:
+        jobset = render_jobset(stored, runtime)
+    except (UnsupportedRuntime, BuildRefused) as exc:
+        return replace(plan, notes=(*plan.notes, f"the JobSet is not shown: {exc}"))
+    name = str(dig(jobset, "metadata", "name") or "")
+    return replace(
+        plan, artifacts=(*plan.artifacts, Artifact(kind="JobSet", name=name, content=jobset))
     )
