@@ -14,6 +14,7 @@ from dispatch.adapters.kubeflow.causes.facts import (
     Fact,
     Facts,
     Wait,
+    add_once,
     one_line,
     proof,
     sighting_time,
@@ -115,7 +116,7 @@ def read_trainjob(history: ObjectHistory, facts: Facts) -> None:
             path = f"status.conditions[{kind}]"
             if kind == "Complete":
                 summary = f"the TrainJob completed ({reason or 'Complete'})"
-                _add(
+                add_once(
                     facts.successes,
                     Fact(Cause.UNKNOWN, at, summary, (proof(ref, obj, path, cond, at, summary),)),
                 )
@@ -132,10 +133,10 @@ def read_trainjob(history: ObjectHistory, facts: Facts) -> None:
                 fact = Fact(
                     cause or Cause.UNKNOWN, at, summary, (proof(ref, obj, path, cond, at, summary),)
                 )
-                _add(facts.failures if cause else facts.ends, fact)
+                add_once(facts.failures if cause else facts.ends, fact)
             elif kind == "Suspended" and not facts.kueue:
                 summary = "the TrainJob was suspended (not by Kueue: it names no queue)"
-                _add(
+                add_once(
                     facts.suspensions,
                     Fact(Cause.CANCELLED, at, summary, (proof(ref, obj, path, cond, at, summary),)),
                 )
@@ -160,13 +161,13 @@ def read_jobset(history: ObjectHistory, facts: Facts) -> None:
             message = one_line(text_of(cond.get("message")))
             if kind == "Completed":
                 summary = f"the JobSet completed ({reason})"
-                _add(
+                add_once(
                     facts.successes,
                     Fact(Cause.UNKNOWN, at, summary, (proof(ref, obj, path, cond, at, summary),)),
                 )
             elif kind == "Failed":
                 summary = f"the JobSet failed ({reason}): {message}"
-                _add(
+                add_once(
                     facts.ends,
                     Fact(Cause.UNKNOWN, at, summary, (proof(ref, obj, path, cond, at, summary),)),
                 )
@@ -188,11 +189,11 @@ def read_jobset(history: ObjectHistory, facts: Facts) -> None:
                 if allowed
                 else "",
             )
-            _add(facts.recoveries, fact)
-            _add(facts.ran_proofs, fact)
+            add_once(facts.recoveries, fact)
+            add_once(facts.ran_proofs, fact)
     for born, uid, obj in uids[1:]:
         summary = f"the JobSet was re-created (uid {uid}) and the TrainJob ran again"
-        _add(
+        add_once(
             facts.recoveries,
             Fact(
                 Cause.UNPLANNED_RECOVERY,
@@ -215,7 +216,7 @@ def read_job(history: ObjectHistory, facts: Facts, *, root: bool = False) -> Non
             facts.saw(at)
             summary = f"the Job completed ({text_of(success.get('reason')) or 'Complete'})"
             path = f"status.conditions[{success.get('type')}]"
-            _add(
+            add_once(
                 facts.successes,
                 Fact(Cause.UNKNOWN, at, summary, (proof(ref, obj, path, success, at, summary),)),
             )
@@ -230,16 +231,16 @@ def read_job(history: ObjectHistory, facts: Facts, *, root: bool = False) -> Non
             summary = f"Job {ref.name} failed ({reason}): {message}"
             evidence = (proof(ref, obj, path, cond, at, summary),)
             if reason == "DeadlineExceeded":
-                _add(facts.failures, Fact(Cause.TIMEOUT, at, summary, evidence))
+                add_once(facts.failures, Fact(Cause.TIMEOUT, at, summary, evidence))
             elif reason == "PodFailurePolicy" and " exit code " in message:
                 pod, code = _policy_exit(message)
                 rank = facts.rank_of(pod) if pod else None
                 text = f"{where(rank, pod)} exited with code {code} (Job {ref.name}: {reason})"
-                _add(
+                add_once(
                     facts.failures, Fact(Cause.APP_ERROR, at, text, evidence, rank, pod, None, code)
                 )
             else:
-                _add(facts.ends, Fact(Cause.UNKNOWN, at, summary, evidence))
+                add_once(facts.ends, Fact(Cause.UNKNOWN, at, summary, evidence))
 
 
 def read_workload(history: ObjectHistory, facts: Facts) -> None:
@@ -258,26 +259,26 @@ def read_workload(history: ObjectHistory, facts: Facts) -> None:
                 # Kueue says all pods were ready (or, waiting for recovery, had been): ranks ran
                 summary = f"Kueue saw the workload's pods ready ({reason or 'PodsReady'})"
                 fact = Fact(Cause.UNKNOWN, at, summary, (proof(ref, obj, path, cond, at, summary),))
-                _add(facts.starts, fact)
-                _add(facts.ran_proofs, fact)
+                add_once(facts.starts, fact)
+                add_once(facts.ran_proofs, fact)
             if cond.get("status") != "True":
                 continue
             if kind == "Evicted":
                 cause = EVICTIONS.get(reason, Cause.PREEMPTED)
                 summary = f"Kueue evicted the workload ({reason}): {message}"
-                _add(
+                add_once(
                     facts.evictions,
                     Fact(cause, at, summary, (proof(ref, obj, path, cond, at, summary),)),
                 )
             elif kind == "Preempted":
                 summary = f"Kueue preempted the workload ({reason}): {message}"
-                _add(
+                add_once(
                     facts.evictions,
                     Fact(Cause.PREEMPTED, at, summary, (proof(ref, obj, path, cond, at, summary),)),
                 )
             elif kind in ("QuotaReserved", "Admitted"):
                 summary = f"Kueue admitted the workload: {message or reason}"
-                _add(
+                add_once(
                     facts.admissions,
                     Fact(Cause.UNKNOWN, at, summary, (proof(ref, obj, path, cond, at, summary),)),
                 )
@@ -286,13 +287,13 @@ def read_workload(history: ObjectHistory, facts: Facts) -> None:
                     Cause.TIMEOUT if reason == "MaximumExecutionTimeExceeded" else Cause.NO_CAPACITY
                 )
                 summary = f"Kueue deactivated the workload ({reason}): {message}"
-                _add(
+                add_once(
                     facts.failures,
                     Fact(cause, at, summary, (proof(ref, obj, path, cond, at, summary),)),
                 )
             elif kind == "Finished" and reason == "Succeeded":
                 summary = f"Kueue saw the workload finish: {message}"
-                _add(
+                add_once(
                     facts.successes,
                     Fact(Cause.UNKNOWN, at, summary, (proof(ref, obj, path, cond, at, summary),)),
                 )
@@ -325,8 +326,8 @@ def _had_been_ready(history: ObjectHistory, facts: Facts) -> None:
         summary = f"Kueue evicted it ({reason}) while waiting for pods that had been ready"
         path = "status.schedulingStats.evictions"
         fact = Fact(Cause.UNKNOWN, before, summary, (proof(ref, latest, path, entry, at, summary),))
-        _add(facts.starts, fact)
-        _add(facts.ran_proofs, fact)
+        add_once(facts.starts, fact)
+        add_once(facts.ran_proofs, fact)
 
 
 def _workload_now(history: ObjectHistory, facts: Facts) -> None:
@@ -342,7 +343,7 @@ def _workload_now(history: ObjectHistory, facts: Facts) -> None:
     at = when(reserved) or sighting_time(history.sightings[-1])
     if reason == "ExceedsMaxQuota" or EXCEEDS in message:
         summary = f"the workload can never fit its ClusterQueue ({reason}): {message}"
-        _add(
+        add_once(
             facts.failures,
             Fact(
                 Cause.NO_CAPACITY,
@@ -465,16 +466,7 @@ def _job_counts(ref: Ref, obj: Any, facts: Facts) -> None:
     shown = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
     summary = f"Job {ref.name} counted pods that ran ({shown or 'uncounted terminated pods'})"
     value = {**counts, "uncountedTerminatedPods": uncounted}
-    _add(
+    add_once(
         facts.ran_proofs,
         Fact(Cause.UNKNOWN, at, summary, (proof(ref, obj, "status", value, at, summary),)),
     )
-
-
-def _add(bucket: list[Fact], fact: Fact) -> None:
-    """Add unless the same fact (same proof, same time) is there already (seen twice)."""
-    key = fact.proofs[0].key if fact.proofs else ""
-    for other in bucket:
-        if other.at == fact.at and (other.proofs[0].key if other.proofs else "") == key:
-            return
-    bucket.append(fact)

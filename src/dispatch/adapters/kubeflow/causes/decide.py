@@ -155,8 +155,8 @@ def derive_outcome(evidence: EvidenceSet, inputs: Inputs | None = None) -> Outco
 def gather(evidence: EvidenceSet, root: Ref | None = None) -> Facts:
     """Every fact the evidence holds about the workload ``root`` (default: its top-level one)."""
     facts = Facts(from_dump=evidence.is_dump)
-    facts.ranks = ranks(evidence)
     facts.with_master = with_master(evidence)
+    facts.ranks = ranks(evidence, facts.with_master)
     facts.dispatch_managed = managed_by_dispatch(evidence)
     facts.plans = {
         f"JobSet/{h.ref.name}": f"spec.failurePolicy.maxRestarts {n} of JobSet {h.ref.name}"

@@ -185,6 +185,15 @@ def _plain(value: Any, depth: int = 0) -> Any:
     return str(value)[:2000]
 
 
+def add_once(bucket: list[Fact], fact: Fact) -> None:
+    """Add unless the same fact (same proof, same time) is there already (seen twice)."""
+    key = fact.proofs[0].key if fact.proofs else ""
+    for other in bucket:
+        if other.at == fact.at and (other.proofs[0].key if other.proofs else "") == key:
+            return
+    bucket.append(fact)
+
+
 def where(rank: int | None, pod: str | None) -> str:
     """``rank 1 (pod x)``, ``pod x`` or ``a rank``, for summaries."""
     if pod and rank is not None:

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dispatch.adapters.kubeflow.causes.evidence import ObjectHistory
-from dispatch.adapters.kubeflow.causes.facts import Fact, Facts, one_line, proof
+from dispatch.adapters.kubeflow.causes.facts import Fact, Facts, add_once, one_line, proof
 from dispatch.adapters.kubeflow.causes.workloads import restart_policies
 from dispatch.adapters.kubeflow.objects import as_int, conditions, dig, text_of, when
 from dispatch.model import Cause
@@ -48,13 +48,13 @@ def read_operator_job(history: ObjectHistory, facts: Facts) -> None:
             if kind == "Succeeded":
                 summary = f"the {ref.kind} succeeded {detail}"
                 fact = Fact(Cause.UNKNOWN, at, summary, (proof(ref, obj, path, cond, at, summary),))
-                _once(facts.successes, fact)
+                add_once(facts.successes, fact)
             elif kind == "Failed":
                 summary = f"the {ref.kind} failed {detail}"
                 deadline = any(w in message or w in reason for w in DEADLINE_WORDS)
                 cause = Cause.TIMEOUT if deadline else Cause.UNKNOWN
                 fact = Fact(cause, at, summary, (proof(ref, obj, path, cond, at, summary),))
-                _once(facts.failures if deadline else facts.ends, fact)
+                add_once(facts.failures if deadline else facts.ends, fact)
             elif kind == "Restarting":
                 policies = restart_policies(obj)
                 asked = ", ".join(f"{t} {p}" for t, p in policies.items() if p != "Never")
@@ -66,12 +66,12 @@ def read_operator_job(history: ObjectHistory, facts: Facts) -> None:
                     (proof(ref, obj, path, cond, at, summary),),
                     planned=f"restartPolicy ({asked}) of {ref.kind} {ref.name}" if asked else "",
                 )
-                _once(facts.recoveries, fact)
+                add_once(facts.recoveries, fact)
             elif kind == "Running":
                 summary = f"the {ref.kind} was running {detail}"
                 fact = Fact(Cause.UNKNOWN, at, summary, (proof(ref, obj, path, cond, at, summary),))
-                _once(facts.starts, fact)
-                _once(facts.ran_proofs, fact)
+                add_once(facts.starts, fact)
+                add_once(facts.ran_proofs, fact)
 
 
 def _counts(history: ObjectHistory, obj: Any, facts: Facts) -> None:
@@ -94,10 +94,4 @@ def _counts(history: ObjectHistory, obj: Any, facts: Facts) -> None:
         summary,
         (proof(history.ref, obj, "status.replicaStatuses", statuses, None, summary),),
     )
-    _once(facts.ran_proofs, fact)
-
-
-def _once(bucket: list[Fact], fact: Fact) -> None:
-    key = fact.proofs[0].key if fact.proofs else ""
-    if not any(f.at == fact.at and f.proofs and f.proofs[0].key == key for f in bucket):
-        bucket.append(fact)
+    add_once(facts.ran_proofs, fact)

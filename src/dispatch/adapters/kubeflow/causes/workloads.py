@@ -222,9 +222,10 @@ def managed_by_dispatch(evidence: EvidenceSet) -> bool:
 # --- ranks ----------------------------------------------------------------------------------
 
 
-def ranks(evidence: EvidenceSet) -> dict[str, int | None]:
-    """Each pod's rank (the node rank a launcher gives it), by pod name; see the module table."""
-    masters = with_master(evidence)
+def ranks(evidence: EvidenceSet, masters: frozenset[str] | None = None) -> dict[str, int | None]:
+    """Each pod's rank (the node rank a launcher gives it), by pod name; see the module table.
+    ``masters``: ``with_master(evidence)``, when the caller has it already."""
+    masters = with_master(evidence) if masters is None else masters
     per_job = _pods_per_job(evidence)
     found: dict[str, int | None] = {}
     for history in evidence.histories("Pod"):
