@@ -249,48 +249,55 @@ def _merged_list(own: list[Any], patch: list[Any], key: str) -> list[Any]:
     items remove their match, ``$patch: replace`` makes the patch the list; matching items
     merge; then the order: the patch's items in the patch's order, the others in their own,
     interleaved by their places in the original (``normalizeElementOrder``), so items the
-    patch adds come before the original's items that follow them."""
+    patch adds come before the original's items that follow them. Linear in the lists'
+    lengths (items are found by their key, not searched for)."""
     special = [i for i in patch if isinstance(i, dict) and "$patch" in i]
     items = [i for i in patch if not (isinstance(i, dict) and "$patch" in i)]
     if any(i.get("$patch") == "replace" for i in special):
         return [clone(i) for i in items]
-    deleted = [i.get(key) for i in special if i.get("$patch") == "delete"]
-    original = [o for o in own if not (isinstance(o, dict) and o.get(key) in deleted)]
-    order = [o.get(key) if isinstance(o, dict) else None for o in original]
+    deleted = {_key(i, key) for i in special if i.get("$patch") == "delete"}
+    original = [o for o in own if not (isinstance(o, dict) and _key(o, key) in deleted)]
+    order: dict[Any, int] = {}
+    for index, old in enumerate(original):
+        if isinstance(old, dict):
+            order.setdefault(_key(old, key), index)
     merged = list(original)
+    at_key = dict(order)  # where the first item of each key is in ``merged``
     for item in items:
         if not isinstance(item, dict):
             merged.append(clone(item))
             continue
-        at = next(
-            (
-                i
-                for i, old in enumerate(merged)
-                if isinstance(old, dict) and old.get(key) == item.get(key)
-            ),
-            None,
-        )
+        at = at_key.get(_key(item, key))
         if at is None:
+            at_key[_key(item, key)] = len(merged)
             merged.append(_merged({}, item, None))
         else:
             merged[at] = _merged(merged[at], item, None)
-    in_patch = [i.get(key) for i in items if isinstance(i, dict)]
+    in_patch: dict[Any, int] = {}
+    for index, item in enumerate(i for i in items if isinstance(i, dict)):
+        in_patch.setdefault(_key(item, key), index)
     patched = sorted(
-        (m for m in merged if isinstance(m, dict) and m.get(key) in in_patch),
-        key=lambda m: in_patch.index(m.get(key)),
+        (m for m in merged if isinstance(m, dict) and _key(m, key) in in_patch),
+        key=lambda m: in_patch[_key(m, key)],
     )
-    server_only = [m for m in merged if not (isinstance(m, dict) and m.get(key) in in_patch)]
+    server_only = [m for m in merged if not (isinstance(m, dict) and _key(m, key) in in_patch)]
     return _interleave(server_only, patched, order, key)
 
 
-def _interleave(left: list[Any], right: list[Any], order: list[Any], key: str) -> list[Any]:
+def _key(item: Mapping[str, Any], key: str) -> Any:
+    """An item's merge-key value as a dictionary key (one that cannot be, in a malformed
+    object, by its text)."""
+    value = item.get(key)
+    return value if isinstance(value, str | int | float | bool | None) else repr(value)
+
+
+def _interleave(left: list[Any], right: list[Any], order: Mapping[Any, int], key: str) -> list[Any]:
     """apimachinery's ``mergeSortedSlice``: ``left`` (server-only) and ``right`` (patched)
     keep their own orders; a left item goes first only when both are in the original and it
     came earlier there."""
 
     def place(item: Any) -> int:
-        value = item.get(key) if isinstance(item, dict) else None
-        return order.index(value) if isinstance(item, dict) and value in order else -1
+        return order.get(_key(item, key), -1) if isinstance(item, dict) else -1
 
     out: list[Any] = []
     i = j = 0
