@@ -8,7 +8,6 @@ awaitables and stops the rest.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable
 from typing import Any
 
@@ -19,17 +18,29 @@ async def stop(
     """Cancel every task (None is skipped) and wait until each has ended.
 
     A task's ``CancelledError``, and the exceptions of the types in ``also``, are swallowed;
-    any other exception a task ended with is raised, after every task has ended.
+    any other exception a task ended with is raised, after every task has ended. A
+    cancellation of the caller itself is never swallowed: the tasks are still waited for,
+    then it is passed on (else a loop that stops its helpers in ``finally`` would go on
+    running after being cancelled a second time, and whoever cancelled it would wait for it
+    forever).
     """
     pending = [task for task in tasks if task is not None]
     for task in pending:
         task.cancel()
+    cancelled = False
+    while not all(task.done() for task in pending):
+        try:
+            await asyncio.wait(pending)
+        except asyncio.CancelledError:
+            cancelled = True  # ours: finish stopping them first
+    if cancelled:
+        raise asyncio.CancelledError
     failure: BaseException | None = None
     for task in pending:
-        try:
-            with contextlib.suppress(asyncio.CancelledError, *also):
-                await task
-        except Exception as exc:  # every task ends before the first failure is raised
+        if task.cancelled():
+            continue
+        exc = task.exception()
+        if exc is not None and not isinstance(exc, also):
             failure = failure or exc
     if failure is not None:
         raise failure

@@ -18,12 +18,12 @@ raises is recorded in ``cluster.controller_errors``; it does not stop the cluste
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from dispatch import aio
 from dispatch.clock import Clock
 from dispatch.testing.k8s.accounting import RequestAccounting
 from dispatch.testing.k8s.authz import Authorizer
@@ -124,11 +124,7 @@ class Cluster:
         return self
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await aio.stop(*self._tasks)  # a controller's failure is already in controller_errors
         self._tasks.clear()
         await self.server.stop()
 
