@@ -36,13 +36,41 @@ from dataclasses import dataclass
 from typing import Any
 
 from dispatch.adapters.kubeflow.objects import as_list, dig, strategic_merge
+from dispatch.adapters.kubeflow.planning.plugins.base import (
+    BuildRefused,
+    Context,
+    UnsupportedRuntime,
+)
+from dispatch.adapters.kubeflow.planning.plugins.coscheduling import POD_GROUP_LABEL
+from dispatch.adapters.kubeflow.planning.plugins.registry import PLUGINS
+from dispatch.adapters.kubeflow.planning.podspec import (
+    ancestor,
+    containers,
+    ensure,
+    node_container,
+    owner_reference,
+    same_port,
+    upsert,
+    upsert_container_env,
+)
 from dispatch.adapters.kubeflow.planning.runtime import (
-    ANCESTOR_LABEL,
     NODE_CONTAINER,
     TRAINER_STEP,
     env_injection_targets,
 )
 from dispatch.model.units import quantity_value
+
+__all__ = [
+    "POD_GROUP_LABEL",
+    "Build",
+    "BuildRefused",
+    "PodSet",
+    "UnsupportedRuntime",
+    "build",
+    "render",
+    "render_jobset",
+    "runtime_snapshot",
+]
 
 JsonObj = dict[str, Any]
 
@@ -51,7 +79,6 @@ JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 DATASET_INITIALIZER = "dataset-initializer"
 MODEL_INITIALIZER = "model-initializer"
 TRAINER_PORT = 29500
-POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 COMPLETION_INDEX_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 SNAPSHOT_SUFFIX = "-runtime-snapshot"
 SNAPSHOT_KEY = "runtime"
@@ -63,14 +90,6 @@ TORCH_RESERVED_ENV = (
     "PET_MASTER_PORT",
 )
 TORCHTUNE_ENTRYPOINT = ["tune", "run"]
-
-
-class UnsupportedRuntime(ValueError):
-    """The runtime uses a Trainer feature this rendering does not reproduce."""
-
-
-class BuildRefused(ValueError):
-    """Trainer itself refuses to build this JobSet (its own error message)."""
 
 
 @dataclass(frozen=True)
@@ -86,56 +105,6 @@ class PodSet:
     @property
     def pods(self) -> int:
         return self.replicas * self.count
-
-
-# ---------------------------------------------------------------------- small helpers
-
-
-def _ensure(obj: JsonObj, *keys: str) -> JsonObj:
-    for key in keys:
-        nxt = obj.get(key)
-        if not isinstance(nxt, dict):
-            nxt = obj[key] = {}
-        obj = nxt
-    return obj
-
-
-def upsert(items: list[JsonObj], item: JsonObj, same: Any) -> None:
-    """Trainer's ``apply.upsert``: replace the first item ``same`` as ``item``, else append."""
-    for i, old in enumerate(items):
-        if same(old, item):
-            items[i] = copy.deepcopy(item)
-            return
-    items.append(copy.deepcopy(item))
-
-
-def upsert_env(env: list[JsonObj], *values: JsonObj) -> None:
-    for value in values:
-        upsert(env, value, lambda a, b: a.get("name") == b.get("name"))
-
-
-def _upsert_container_env(container: JsonObj, values: list[JsonObj]) -> None:
-    if values:
-        upsert_env(container.setdefault("env", []), *values)
-
-
-def _same_port(a: JsonObj, b: JsonObj) -> bool:
-    # as Trainer's byContainerPortOrName: an unnamed port "matches" another unnamed port
-    return a.get("containerPort") == b.get("containerPort") or a.get("name") == b.get("name")
-
-
-def _containers(rjob: JsonObj) -> list[JsonObj]:
-    found = dig(rjob, "template", "spec", "template", "spec", "containers")
-    return found if isinstance(found, list) else []
-
-
-def _ancestor(rjob: JsonObj) -> str | None:
-    found = dig(rjob, "template", "metadata", "labels", ANCESTOR_LABEL)
-    return str(found) if found is not None else None
-
-
-def _node_container(rjob: JsonObj) -> JsonObj | None:
-    return next((c for c in _containers(rjob) if c.get("name") == NODE_CONTAINER), None)
 
 
 # ---------------------------------------------------------------------- the rendering
@@ -176,7 +145,7 @@ def _pod_counts(
     counts = []
     for rjob in spec.get("replicatedJobs") or []:
         count = int(dig(rjob, "template", "spec", "parallelism") or 1)
-        if _ancestor(rjob) == TRAINER_STEP:
+        if ancestor(rjob) == TRAINER_STEP:
             if ml_policy is not None:
                 count = int(ml_policy.get("numNodes") or 1)
             if num_nodes is not None:  # PlainML / Torch: the TrainJob's numNodes wins
@@ -186,7 +155,7 @@ def _pod_counts(
 
 
 def _merge_resources(rjob: JsonObj, per_node: Mapping[str, Any]) -> None:
-    node = _node_container(rjob)
+    node = node_container(rjob)
     if node is None:
         return
     resources = node.get("resources") or {}
@@ -204,7 +173,7 @@ def _num_proc_per_node(trainjob: Mapping[str, Any], trainer_rjob: JsonObj | None
         return str(explicit)
     resources: Any = dig(trainjob, "spec", "trainer", "resourcesPerNode")
     if resources is None and trainer_rjob is not None:
-        node = _node_container(trainer_rjob)
+        node = node_container(trainer_rjob)
         resources = (node or {}).get("resources")
     resources = resources or {}
 
@@ -249,21 +218,21 @@ def _inject_env(rjobs: list[JsonObj], env_injection: Any, env: list[JsonObj]) ->
                 f'envInjection target podSet "{job_name}" container "{container_name}" '
                 "not found in runtime template"
             )
-        _upsert_container_env(found, copy.deepcopy(env))
+        upsert_container_env(found, copy.deepcopy(env))
 
 
 def _apply_initializer(rjob: JsonObj, step: str, config: Mapping[str, Any] | None) -> None:
     rjob["replicas"] = 1
     if not config:
         return
-    for container in _containers(rjob):
+    for container in containers(rjob):
         if container.get("name") != step:
             continue
         if config.get("storageUri") is not None:
-            _upsert_container_env(
+            upsert_container_env(
                 container, [{"name": "STORAGE_URI", "value": config["storageUri"]}]
             )
-        _upsert_container_env(container, list(config.get("env") or []))
+        upsert_container_env(container, list(config.get("env") or []))
         if config.get("secretRef"):
             container.setdefault("envFrom", []).append(
                 {"secretRef": {"name": config["secretRef"]["name"]}}
@@ -272,17 +241,32 @@ def _apply_initializer(rjob: JsonObj, step: str, config: Mapping[str, Any] | Non
 
 def _apply_trainer(rjob: JsonObj, trainer: Mapping[str, Any] | None) -> None:
     rjob["replicas"] = 1
-    node = _node_container(rjob)
+    node = node_container(rjob)
     if node is None or trainer is None:
         return
     for key in ("image", "command", "args"):
         if trainer.get(key) is not None:
             node[key] = copy.deepcopy(trainer[key])
-    _upsert_container_env(node, list(trainer.get("env") or []))
+    upsert_container_env(node, list(trainer.get("env") or []))
 
 
-def render(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> tuple[JsonObj, list[PodSet]]:
-    """The JobSet Trainer v2.3 applies for ``trainjob`` on ``runtime``, and its pod sets."""
+@dataclass(frozen=True)
+class Build:
+    """Everything Trainer v2.3 creates for one TrainJob besides the runtime snapshot."""
+
+    jobset: JsonObj
+    pod_sets: list[PodSet]
+    #: the other objects the plugins build (a PodGroup, MPI's Secret and ConfigMap), in order
+    others: list[JsonObj]
+
+    @property
+    def objects(self) -> list[JsonObj]:
+        """The JobSet, then the others."""
+        return [self.jobset, *self.others]
+
+
+def build(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> Build:
+    """Every object Trainer v2.3 applies for ``trainjob`` on ``runtime``, and the pod sets."""
     meta = trainjob.get("metadata") or {}
     name, namespace = str(meta.get("name", "")), meta.get("namespace")
     ml_policy = dig(runtime, "spec", "mlPolicy")
@@ -296,40 +280,43 @@ def render(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> tuple[Jso
     per_node = dig(trainer, "resourcesPerNode")
     if per_node is not None and ml_policy is not None:
         for rjob in rjobs:
-            if _ancestor(rjob) == TRAINER_STEP:
+            if ancestor(rjob) == TRAINER_STEP:
                 _merge_resources(rjob, per_node)
-    counts = _pod_counts(trainjob, spec, ml_policy)
-    trainer_at = next((i for i, rj in enumerate(rjobs) if _ancestor(rj) == TRAINER_STEP), None)
+    ctx = Context(trainjob, runtime, spec, _pod_counts(trainjob, spec, ml_policy))
+    plugins = [plugin for plugin in PLUGINS if plugin.applies(ctx)]
+    counts = ctx.counts
+    trainer_at = ctx.trainer_index
     trainer_rjob = rjobs[trainer_at] if trainer_at is not None else None
     if trainer_rjob is not None and trainer is not None:
-        node = _node_container(trainer_rjob)
+        node = node_container(trainer_rjob)
         if node is not None:
-            _upsert_container_env(node, list(trainer.get("env") or []))
+            upsert_container_env(node, list(trainer.get("env") or []))
             if torch:
                 nproc = _num_proc_per_node(trainjob, trainer_rjob)
-                _upsert_container_env(node, _torch_env(name, counts[trainer_at or 0], nproc))
+                upsert_container_env(node, _torch_env(name, counts[trainer_at or 0], nproc))
                 ports = node.setdefault("ports", [])
-                upsert(ports, {"containerPort": TRAINER_PORT}, _same_port)
+                upsert(ports, {"containerPort": TRAINER_PORT}, same_port)
     if torch:
         nodes = counts[trainer_at] if trainer_at is not None else 1
         nproc = _num_proc_per_node(trainjob, trainer_rjob)
         _inject_env(rjobs, dig(ml_policy, "torch", "envInjection"), _torch_env(name, nodes, nproc))
-    pod_labels: dict[str, str] = {}
-    if dig(runtime, "spec", "podGroupPolicy", "coscheduling") is not None:
-        pod_labels[POD_GROUP_LABEL] = name
-    elif dig(runtime, "spec", "podGroupPolicy", "volcano") is not None:
-        raise UnsupportedRuntime("podGroupPolicy.volcano is not rendered")
+    for plugin in plugins:
+        plugin.ml_policy(ctx)
+    for plugin in plugins:
+        plugin.pod_group(ctx)
     for rjob, count in zip(rjobs, counts, strict=True):
-        job_spec = _ensure(rjob, "template", "spec")
+        job_spec = ensure(rjob, "template", "spec")
         job_spec["parallelism"] = job_spec["completions"] = count
-        step = _ancestor(rjob)
+        step = ancestor(rjob)
         if step == TRAINER_STEP:
             _apply_trainer(rjob, trainer)
         elif step in (DATASET_INITIALIZER, MODEL_INITIALIZER):
             key = "dataset" if step == DATASET_INITIALIZER else "model"
             _apply_initializer(rjob, step, dig(trainjob, "spec", "initializer", key))
-        if pod_labels:
-            _ensure(job_spec, "template", "metadata", "labels").update(pod_labels)
+        if ctx.pod_labels:
+            ensure(job_spec, "template", "metadata", "labels").update(ctx.pod_labels)
+        if ctx.pod_annotations:
+            ensure(job_spec, "template", "metadata", "annotations").update(ctx.pod_annotations)
     suspend = dig(trainjob, "spec", "suspend")
     if suspend is not None:
         spec["suspend"] = suspend
@@ -339,33 +326,32 @@ def render(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> tuple[Jso
     for key in ("labels", "annotations"):
         if template["metadata"][key]:
             metadata[key] = template["metadata"][key]
-    metadata["ownerReferences"] = [_owner(trainjob)]
+    metadata["ownerReferences"] = [owner_reference(trainjob)]
     jobset = {"apiVersion": JOBSET_API, "kind": "JobSet", "metadata": metadata, "spec": spec}
+    ctx.jobset = jobset
+    others = [obj for plugin in plugins for obj in plugin.objects(ctx)]
     pod_sets = [
         PodSet(
             str(rj.get("name")),
-            _ancestor(rj),
+            ancestor(rj),
             int(rj.get("replicas") or 1),
             count,
             copy.deepcopy(dig(rj, "template", "spec", "template") or {}),
         )
         for rj, count in zip(rjobs, counts, strict=True)
     ]
-    return jobset, pod_sets
+    return Build(jobset, pod_sets, others)
+
+
+def render(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> tuple[JsonObj, list[PodSet]]:
+    """The JobSet Trainer v2.3 applies for ``trainjob`` on ``runtime``, and its pod sets."""
+    built = build(trainjob, runtime)
+    return built.jobset, built.pod_sets
 
 
 def render_jobset(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> JsonObj:
-    """The JobSet only (see :func:`render`)."""
-    return render(trainjob, runtime)[0]
-
-
-def _owner(trainjob: Mapping[str, Any]) -> JsonObj:
-    meta = trainjob.get("metadata") or {}
-    ref: JsonObj = {"apiVersion": TRAINER_API, "kind": "TrainJob", "name": meta.get("name")}
-    ref["uid"] = meta.get("uid", "")
-    ref["controller"] = True
-    ref["blockOwnerDeletion"] = True
-    return ref
+    """The JobSet only (see :func:`build`)."""
+    return build(trainjob, runtime).jobset
 
 
 def runtime_snapshot(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> JsonObj:
@@ -379,7 +365,7 @@ def runtime_snapshot(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) ->
         "metadata": {
             "name": f"{meta.get('name')}{SNAPSHOT_SUFFIX}",
             "namespace": meta.get("namespace"),
-            "ownerReferences": [_owner(trainjob)],
+            "ownerReferences": [owner_reference(trainjob)],
         },
         "data": {SNAPSHOT_KEY: json.dumps(kept, sort_keys=True, indent=2)},
     }

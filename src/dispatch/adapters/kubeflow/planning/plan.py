@@ -17,7 +17,7 @@ from dispatch.adapters.kubeflow.planning.jobchecks import check_job
 from dispatch.adapters.kubeflow.planning.jobset import (
     BuildRefused,
     UnsupportedRuntime,
-    render_jobset,
+    build,
 )
 from dispatch.adapters.kubeflow.planning.names import label_value, trainjob_name
 from dispatch.adapters.kubeflow.planning.rules import NOT_FOUND, RuntimeVerdict, check_runtime
@@ -124,8 +124,9 @@ PENDING_UID = "(given when the TrainJob is created)"
 
 
 def with_jobset(plan: Plan) -> Plan:
-    """``plan`` with the JobSet Trainer would build from its TrainJob and runtime copy added to
-    its objects (``dispatch plan --show-jobset``). The TrainJob is rendered as the API server
+    """``plan`` with the JobSet Trainer would build from its TrainJob and runtime copy, and the
+    other objects its plugins build (a PodGroup, MPI's Secret and ConfigMap), added to its
+    objects (``dispatch plan --show-jobset``). The TrainJob is rendered as the API server
     stores it (the CRD's default ``suspend: false``); its uid is not known before it exists.
     A runtime the renderer cannot reproduce, or Trainer would refuse, gets a note instead."""
     contents = {a.kind: a.content for a in plan.artifacts}
@@ -136,10 +137,11 @@ def with_jobset(plan: Plan) -> Plan:
     stored.setdefault("spec", {}).setdefault("suspend", False)
     stored.setdefault("metadata", {}).setdefault("uid", PENDING_UID)
     try:
-        jobset = render_jobset(stored, runtime)
+        built = build(stored, runtime)
     except (UnsupportedRuntime, BuildRefused) as exc:
         return replace(plan, notes=(*plan.notes, f"the JobSet is not shown: {exc}"))
-    name = str(dig(jobset, "metadata", "name") or "")
-    return replace(
-        plan, artifacts=(*plan.artifacts, Artifact(kind="JobSet", name=name, content=jobset))
+    shown = tuple(
+        Artifact(kind=str(obj["kind"]), name=str(dig(obj, "metadata", "name") or ""), content=obj)
+        for obj in built.objects
     )
+    return replace(plan, artifacts=(*plan.artifacts, *shown))

@@ -27,7 +27,7 @@ from dispatch.adapters.kubeflow.planning.jobset import (
     SNAPSHOT_SUFFIX,
     BuildRefused,
     UnsupportedRuntime,
-    render_jobset,
+    build,
     runtime_snapshot,
 )
 from dispatch.testing.k8s.controllers.base import (
@@ -145,8 +145,10 @@ class TrainerController(Reconciler):
             return  # a running JobSet is never changed: nothing to build
         try:
             runtime = self._runtime(tj, kind, runtime_name)
-            jobset = render_jobset(tj, runtime)
-            self._apply(tj, jobset)
+            built = build(tj, runtime)
+            for other in built.others:  # a PodGroup first: its pods are judged by it
+                self._create_missing(other)
+            self._apply(tj, built.jobset)
         except (_BuildError, UnsupportedRuntime, BuildRefused, ApiError) as exc:
             text = exc.message if isinstance(exc, ApiError) else str(exc)
             message = f"TrainJob resources reconciliation failed: {text[:MAX_EVENT_MESSAGE]}"
@@ -161,6 +163,12 @@ class TrainerController(Reconciler):
                 "trainjob-controller",
                 "Reconciling",
             )
+
+    def _create_missing(self, obj: JsonObj) -> None:
+        meta = obj["metadata"]
+        if self.find(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]) is None:
+            rtype = self.rtype(obj["apiVersion"], obj["kind"])
+            self.cluster.store.create(rtype, meta.get("namespace"), obj)
 
     def _apply(self, tj: JsonObj, jobset: JsonObj) -> None:
         ns, name = tj["metadata"]["namespace"], tj["metadata"]["name"]

@@ -1,0 +1,9 @@
+"""Every plugin, in the order the renderer runs their phases."""
+
+from __future__ import annotations
+
+from dispatch.adapters.kubeflow.planning.plugins.base import Plugin
+from dispatch.adapters.kubeflow.planning.plugins.coscheduling import Coscheduling
+from dispatch.adapters.kubeflow.planning.plugins.volcano import Volcano
+
+PLUGINS: tuple[Plugin, ...] = (Coscheduling(), Volcano())
