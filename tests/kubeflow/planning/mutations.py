@@ -55,6 +55,23 @@ def _ml_policy(runtime: Runtime) -> dict[str, Any]:
     return policy
 
 
+def _pod_group(runtime: Runtime) -> dict[str, Any]:
+    policy: dict[str, Any] = runtime["spec"].setdefault("podGroupPolicy", {})
+    return policy
+
+
+def _both_gangs(runtime: Runtime) -> None:
+    _pod_group(runtime).setdefault("coscheduling", {})
+    _pod_group(runtime).setdefault("volcano", {})
+
+
+def _gang_timeout(value: Any) -> Mutation:
+    def mutate(runtime: Runtime) -> None:
+        _pod_group(runtime).setdefault("coscheduling", {})["scheduleTimeoutSeconds"] = value
+
+    return mutate
+
+
 def _add_job(name: str, step: str | None) -> Mutation:
     def mutate(runtime: Runtime) -> None:
         labels = {ANCESTOR: step} if step else {}
@@ -115,6 +132,7 @@ SINGLE_RULE_MUTATIONS: list[tuple[str, str, Mutation]] = [
     (rules.ML_POLICY, "xgboost policy", _set(_ml_policy, "xgboost", {})),
     (rules.ML_POLICY, "flux policy", _set(_ml_policy, "flux", {"numProcPerNode": 1})),
     (rules.ML_POLICY, "torch policy not a mapping", _set(_ml_policy, "torch", "yes")),
+    (rules.ML_POLICY, "an unknown policy", _set(_ml_policy, "deepspeed", {})),
     (rules.REPLICATED_JOBS, "no ancestor label", _remove_ancestor_label),
     (
         rules.REPLICATED_JOBS,
@@ -161,6 +179,15 @@ SINGLE_RULE_MUTATIONS: list[tuple[str, str, Mutation]] = [
         "failurePolicy not a mapping",
         lambda r: r["spec"]["template"]["spec"].__setitem__("failurePolicy", ["FailJobSet"]),
     ),
+    (rules.POD_GROUP_POLICY, "an unknown gang scheduler", _set(_pod_group, "kai", {})),
+    (rules.POD_GROUP_POLICY, "coscheduling and volcano", _both_gangs),
+    (rules.POD_GROUP_POLICY, "a negative gang timeout", _gang_timeout(-1)),
+    (rules.POD_GROUP_POLICY, "a gang timeout in words", _gang_timeout("1m")),
+    (
+        rules.POD_GROUP_POLICY,
+        "podGroupPolicy not a mapping",
+        lambda r: r["spec"].__setitem__("podGroupPolicy", "coscheduling"),
+    ),
 ]
 
 #: mutations that replace a structure others add to; combining them is not meaningful
@@ -169,5 +196,6 @@ REPLACES_STRUCTURE = {
     "failurePolicy not a mapping",
     "containers not a list",
     "no containers",
+    "podGroupPolicy not a mapping",
 }
 COMBINABLE = [case for case in SINGLE_RULE_MUTATIONS if case[1] not in REPLACES_STRUCTURE]

@@ -43,7 +43,7 @@ def rule_ids(raw: Any, settings: KubeflowSettings = DEFAULT) -> list[str]:
     return [reason.rule for reason in check_runtime(raw, settings).reasons]
 
 
-@pytest.mark.parametrize("stem", ["plain", "torch", "torch-register", "built-in-torch"])
+@pytest.mark.parametrize("stem", ["plain", "torch", "torch-register", "built-in-torch", "mpi"])
 def test_example_runtimes(stem: str) -> None:
     settings = REGISTER if stem == "torch-register" else DEFAULT
     expected = (
@@ -232,11 +232,85 @@ def test_procs_per_node_capability(stem: str, supported: bool, phrase: str) -> N
     assert phrase in answer.reason
 
 
-def test_procs_per_node_names_another_policy() -> None:
+@pytest.mark.parametrize(
+    ("policy", "supported"), [("mpi", True), ("jax", False), ("xgboost", False)]
+)
+def test_procs_per_node_per_policy(policy: str, supported: bool) -> None:
     runtime = example_runtime("plain")
-    runtime["spec"]["mlPolicy"]["mpi"] = {}
+    runtime["spec"]["mlPolicy"][policy] = {}
     answer = check_runtime(runtime, DEFAULT).procs_per_node
-    assert not answer.supported and "mpi" in answer.reason
+    assert answer.supported is supported and policy in answer.reason
+
+
+# --- the plugins of Trainer v2.3 beyond torch ------------------------------------------------
+
+
+def launcher(runtime: dict[str, Any]) -> dict[str, Any]:
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    found: dict[str, Any] = next(j for j in jobs if j["name"] == "launcher")
+    return found
+
+
+@pytest.mark.parametrize("policy", ["jax", "xgboost"])
+def test_jax_and_xgboost_runtimes_are_run_like_torch(policy: str) -> None:
+    runtime = example_runtime("torch")
+    runtime["spec"]["mlPolicy"] = {"numNodes": 2, policy: {}}
+    assert rule_ids(runtime) == []
+
+
+def test_an_mpi_launcher_its_job_would_restart_is_refused_by_name() -> None:
+    runtime = example_runtime("mpi")
+    launcher(runtime)["template"]["spec"]["backoffLimit"] = 6
+    del launcher(runtime)["template"]["spec"]["template"]["spec"]["restartPolicy"]
+    reasons = check_runtime(runtime, DEFAULT).reasons
+    assert [r.rule for r in reasons] == [rules.RESTART_POLICY, rules.BACKOFF_LIMIT]
+    assert all("'launcher'" in r.message for r in reasons)
+
+
+def test_the_mpi_node_job_is_allowed_only_in_an_mpi_runtime() -> None:
+    runtime = example_runtime("mpi")
+    runtime["spec"]["mlPolicy"] = {"numNodes": 2, "torch": {}}
+    reasons = check_runtime(runtime, DEFAULT).reasons
+    assert [r.rule for r in reasons] == [rules.REPLICATED_JOBS]
+    assert "'node'" in reasons[0].message
+
+
+@pytest.mark.parametrize(
+    ("change", "phrase"),
+    [
+        ({"mpiImplementation": "Intel"}, "builds only OpenMPI"),
+        ({"mpiImplementation": "MPICH"}, "builds only OpenMPI"),
+    ],
+)
+def test_mpi_implementations_trainer_does_not_build(change: dict[str, Any], phrase: str) -> None:
+    runtime = example_runtime("mpi")
+    runtime["spec"]["mlPolicy"]["mpi"].update(change)
+    reasons = check_runtime(runtime, DEFAULT).reasons
+    assert [r.rule for r in reasons] == [rules.ML_POLICY] and phrase in reasons[0].message
+
+
+def test_flux_is_refused_with_why() -> None:
+    runtime = example_runtime("plain")
+    runtime["spec"]["mlPolicy"]["flux"] = {"numProcPerNode": 1}
+    (reason,) = check_runtime(runtime, DEFAULT).reasons
+    assert reason.rule == rules.ML_POLICY and "resource manager" in reason.message
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        {"coscheduling": {}},
+        {"coscheduling": {"scheduleTimeoutSeconds": 0}},
+        {"coscheduling": {"scheduleTimeoutSeconds": 30}},
+        {"volcano": {}},
+        {"volcano": {"networkTopology": {"mode": "hard"}}},
+        {"coscheduling": {}, "volcano": None},
+    ],
+)
+def test_gang_scheduling_is_accepted(policy: dict[str, Any]) -> None:
+    runtime = example_runtime("torch")
+    runtime["spec"]["podGroupPolicy"] = policy
+    assert rule_ids(runtime) == []
 
 
 def test_check_runtime_json_shape() -> None:

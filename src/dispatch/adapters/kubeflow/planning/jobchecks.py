@@ -33,7 +33,7 @@ RESERVED_PREFIX = "DISPATCH_"
 def check_job(spec: JobSpec, verdict: RuntimeVerdict, trainjob: str) -> list[Reason]:
     """Every job-check reason for running ``spec`` as TrainJob ``trainjob`` on this runtime."""
     reasons: list[Reason] = []
-    if spec.procs_per_node is not None and verdict.found and not verdict.torch:
+    if spec.procs_per_node is not None and verdict.found and not verdict.procs_per_node.supported:
         reasons.append(
             Reason(
                 PROCS_PER_NODE_RULE,

@@ -42,6 +42,7 @@ NOT_FOUND = "not-found"
 ML_POLICY = "ml-policy"
 REPLICATED_JOBS = "replicated-jobs"
 JOBSET_FAILURE_POLICY = "jobset-failure-policy"
+POD_GROUP_POLICY = "pod-group-policy"
 
 #: every runtime rule id, in the order reasons are reported
 RULES = (
@@ -56,11 +57,29 @@ RULES = (
     NODE_CONTAINER_RULE,
     PUBLISH_INIT_CONTAINER,
     JOBSET_FAILURE_POLICY,
+    POD_GROUP_POLICY,
 )
 
 PROCS_PER_NODE = "ProcsPerNode"
-#: ML policies dispatch runs; a runtime naming none of them is a plain runtime
-SUPPORTED_POLICIES = ("torch",)
+#: ML policies dispatch runs; a runtime naming none of them is a plain runtime. In each, only
+#: the trainer job's pods start ranks, and nothing restarts them if the trainer job restarts
+#: nothing: torch, JAX and XGBoost start one process group per trainer pod; MPI's launcher
+#: (the trainer job) starts every rank through mpirun once, the ``node`` job's pods only run
+#: sshd for it.
+SUPPORTED_POLICIES = ("torch", "mpi", "jax", "xgboost")
+#: why a policy is not run
+UNSUPPORTED_POLICY_WHY = {
+    "flux": "Flux runs its own resource manager inside the pods, which starts and restarts "
+    "ranks where dispatch cannot see them",
+}
+#: the MPI implementations Trainer v2.3 builds (``mlPolicy.mpi.mpiImplementation``)
+MPI_IMPLEMENTATIONS = ("OpenMPI",)
+#: the MPI runtime's worker job, which runs sshd for the launcher (Trainer's ``node``)
+MPI_NODE_JOB = "node"
+#: the gang schedulers Trainer v2.3 builds a PodGroup for (``spec.podGroupPolicy``)
+POD_GROUP_POLICIES = ("coscheduling", "volcano")
+#: policies whose TrainJob ``numProcPerNode`` Trainer uses (torch: torchrun; MPI: slots)
+PROCS_PER_NODE_POLICIES = ("torch", "mpi")
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +172,8 @@ def check_runtime(
     torch = policies is not None and "torch" in policies
     reasons += _ml_policy(policies, raw)
     read = replicated_jobs(raw)
-    reasons += _replicated_jobs(read)
+    mpi = policies is not None and "mpi" in policies
+    reasons += _replicated_jobs(read, mpi=mpi)
     jobs = read or []
     ignore_rule = per_index = False
     for job in (j for j in jobs if j.is_trainer):
@@ -161,6 +181,7 @@ def check_runtime(
         reasons += found.reasons
         ignore_rule, per_index = ignore_rule or found.ignore_rule, per_index or found.per_index
     reasons += _jobset_failure_policy(dig(raw, "spec", "template", "spec", "failurePolicy"))
+    reasons += _pod_group_policy(dig(raw, "spec", "podGroupPolicy"))
     weakened = (
         weakened_identity_text(ignore_rule=ignore_rule, per_index=per_index)
         if settings.allow_rank_restart
@@ -181,6 +202,12 @@ def _procs_per_node(label: str, policies: list[str] | None) -> Capability:
             True,
             f"{label} has mlPolicy.torch: Trainer passes numProcPerNode to torchrun",
         )
+    if "mpi" in policies:
+        return Capability(
+            PROCS_PER_NODE,
+            True,
+            f"{label} has mlPolicy.mpi: Trainer gives each node numProcPerNode MPI slots",
+        )
     if not policies:
         return Capability(
             PROCS_PER_NODE,
@@ -189,7 +216,10 @@ def _procs_per_node(label: str, policies: list[str] | None) -> Capability:
             "numProcPerNode; use a runtime with mlPolicy.torch",
         )
     return Capability(
-        PROCS_PER_NODE, False, f"{label} has mlPolicy {', '.join(policies)}, not torch"
+        PROCS_PER_NODE,
+        False,
+        f"{label} has mlPolicy {', '.join(policies)}, which starts one process per node; "
+        "use a torch or MPI runtime for more",
     )
 
 
@@ -203,12 +233,30 @@ def _ml_policy(policies: list[str] | None, raw: Any) -> list[Reason]:
     reasons = [
         Reason(
             ML_POLICY,
-            f"mlPolicy names {policy}: only plain runtimes (no policy, or only numNodes) and "
-            "torch runtimes are supported",
+            f"mlPolicy names {policy}: "
+            + UNSUPPORTED_POLICY_WHY.get(policy, "a policy dispatch does not know")
+            + f"; use a plain runtime or one of {', '.join(SUPPORTED_POLICIES)}",
         )
         for policy in policies
         if policy not in SUPPORTED_POLICIES
     ]
+    known = [policy for policy in policies if policy in SUPPORTED_POLICIES]
+    if len(known) > 1:
+        reasons.append(
+            Reason(
+                ML_POLICY,
+                f"mlPolicy names {' and '.join(known)}: Trainer takes exactly one ML policy",
+            )
+        )
+    implementation = dig(raw, "spec", "mlPolicy", "mpi", "mpiImplementation")
+    if "mpi" in known and implementation not in (None, *MPI_IMPLEMENTATIONS):
+        reasons.append(
+            Reason(
+                ML_POLICY,
+                f"mlPolicy.mpi.mpiImplementation is {show(implementation)}: Trainer v2.3 "
+                f"builds only {', '.join(MPI_IMPLEMENTATIONS)} runtimes",
+            )
+        )
     torch = dig(raw, "spec", "mlPolicy", "torch")
     if torch is not None and not isinstance(torch, Mapping):
         reasons.append(Reason(ML_POLICY, f"mlPolicy.torch is not a mapping (got {show(torch)})"))
@@ -240,7 +288,7 @@ def _env_injection(raw: Any, injection: Any) -> list[Reason]:
     return reasons
 
 
-def _replicated_jobs(jobs: list[ReplicatedJob] | None) -> list[Reason]:
+def _replicated_jobs(jobs: list[ReplicatedJob] | None, *, mpi: bool = False) -> list[Reason]:
     wanted = f"exactly one replicated job, labelled {ANCESTOR_LABEL}: {TRAINER_STEP}"
     if not jobs:
         return [
@@ -270,6 +318,8 @@ def _replicated_jobs(jobs: list[ReplicatedJob] | None) -> list[Reason]:
     for job in jobs:
         if job.is_trainer:
             continue
+        if mpi and job.name == MPI_NODE_JOB and job.step is None:
+            continue  # MPI's sshd pods: mpirun on the launcher starts the ranks in them
         if not isinstance(job.raw, Mapping):
             what = f"is not a mapping (got {show(job.raw)})"
         elif job.step is not None:
@@ -280,7 +330,8 @@ def _replicated_jobs(jobs: list[ReplicatedJob] | None) -> list[Reason]:
             Reason(
                 REPLICATED_JOBS,
                 f"replicated job {job.name!r} {what}; only the trainer job is supported "
-                "(initializers, launchers and other steps were never exercised)",
+                "(initializers and other steps were never exercised; an MPI runtime's "
+                f"{MPI_NODE_JOB!r} job is the one other job allowed)",
             )
         )
     return reasons
@@ -320,4 +371,41 @@ def _jobset_failure_policy(policy: Any) -> list[Reason]:
                     "rule's action must be FailJobSet",
                 )
             )
+    return reasons
+
+
+def _pod_group_policy(policy: Any) -> list[Reason]:
+    """Gang scheduling keeps the identity promise: it only delays the start of all ranks
+    together, and a gang that never forms ends the attempt ``no_capacity``. Refused: a
+    shape Trainer would not build one PodGroup from."""
+    if policy is None:
+        return []
+    if not isinstance(policy, Mapping):
+        return [Reason(POD_GROUP_POLICY, f"podGroupPolicy is not a mapping (got {show(policy)})")]
+    named = [key for key, value in policy.items() if value is not None]
+    unknown = [str(key) for key in named if key not in POD_GROUP_POLICIES]
+    reasons = [
+        Reason(
+            POD_GROUP_POLICY,
+            f"podGroupPolicy names {key}, which Trainer v2.3 does not build (known: "
+            f"{', '.join(POD_GROUP_POLICIES)})",
+        )
+        for key in unknown
+    ]
+    if len([key for key in named if key in POD_GROUP_POLICIES]) > 1:
+        reasons.append(
+            Reason(
+                POD_GROUP_POLICY,
+                "podGroupPolicy names both coscheduling and volcano: a pod can be in one gang",
+            )
+        )
+    timeout = dig(policy, "coscheduling", "scheduleTimeoutSeconds")
+    if timeout is not None and not (is_int(timeout) and timeout >= 0):
+        reasons.append(
+            Reason(
+                POD_GROUP_POLICY,
+                f"podGroupPolicy.coscheduling.scheduleTimeoutSeconds is {show(timeout)}; it must "
+                "be a whole number of seconds (0 means the default, 60)",
+            )
+        )
     return reasons

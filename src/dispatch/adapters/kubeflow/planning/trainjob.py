@@ -194,11 +194,10 @@ def _trainer(spec: JobSpec, verdict: RuntimeVerdict, identity: ExecutionIdentity
         "command": trainer_command(spec, verdict.torch),
         "env": env,
     }
-    if verdict.torch:
-        if spec.procs_per_node is not None:
-            trainer["numProcPerNode"] = spec.procs_per_node
-        elif not spec.launches_torchrun:
-            trainer["numProcPerNode"] = 1  # one process per node unless the spec asks
+    if spec.procs_per_node is not None and verdict.procs_per_node.supported:
+        trainer["numProcPerNode"] = spec.procs_per_node
+    elif verdict.torch and not spec.launches_torchrun:
+        trainer["numProcPerNode"] = 1  # one process per node unless the spec asks
     if spec.image:
         trainer["image"] = spec.image
     if spec.args:
