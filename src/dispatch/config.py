@@ -32,6 +32,26 @@ class ClusterConfig:
     def setting(self, key: str, default: Any = None) -> Any:
         return self.settings.get(key, default)
 
+    def number(self, key: str, default: float, *, minimum: float = 0.0) -> float:
+        """A numeric setting (seconds, counts): ``ConfigError`` naming the cluster and the key
+        when it is not a number of at least ``minimum``."""
+        value = self.settings.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            raise ConfigError(
+                f"cluster {self.name!r}: {key} is {str(value)[:40]!r}, not a number; "
+                f"write it as e.g. {key}: {default:g}"
+            )
+        if value < minimum:
+            raise ConfigError(f"cluster {self.name!r}: {key} is {value:g}; at least {minimum:g}")
+        return float(value)
+
+    def whole_number(self, key: str, default: int, *, minimum: int = 1) -> int:
+        """A whole-number setting; ``ConfigError`` as ``number`` says."""
+        value = self.number(key, default, minimum=minimum)
+        if value != int(value):
+            raise ConfigError(f"cluster {self.name!r}: {key} is {value:g}, not a whole number")
+        return int(value)
+
 
 @dataclass(frozen=True, slots=True)
 class Config:
@@ -121,6 +141,8 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         return parse_config(None)
     except OSError as exc:
         raise ConfigError(f"cannot read configuration file {file}: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{file} is not UTF-8 text: save it as UTF-8") from None
     try:
         data = yaml12.load(text)
     except yaml12.YAMLError as exc:

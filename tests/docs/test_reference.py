@@ -55,10 +55,11 @@ def test_the_job_spec_reference_lists_exactly_the_model_fields() -> None:
 
 
 def local_settings() -> set[str]:
-    """The settings the local adapter reads (``cluster.setting("name", ...)``)."""
+    """The settings the local adapter reads (``cluster.setting("name", ...)``, or
+    ``cluster.number(...)`` / ``cluster.whole_number(...)``)."""
     found: set[str] = set()
     for source in (REPO / "src" / "dispatch" / "adapters" / "local").glob("*.py"):
-        found |= set(re.findall(r'\.setting\(\s*"(\w+)"', source.read_text(encoding="utf-8")))
+        found |= set(re.findall(r'\.(?:setting|number|whole_number)\(\s*"(\w+)"', source.read_text(encoding="utf-8")))
     return found
 
 

@@ -192,6 +192,8 @@ class AsyncClient:
 
     def resolve(self, job: str) -> str:
         """A job id from an id or an unambiguous prefix of one. Raises ``NotFound``."""
+        if not job.strip():
+            raise NotFound("no job named: give a job id or a prefix of one (see `dispatch list`)")
         try:
             return self.records.get_job(job).id
         except NotFound:

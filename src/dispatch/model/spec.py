@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import reprlib
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
@@ -32,6 +33,9 @@ NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 NAME_MAX = 40
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED_ENV_PREFIX = "DISPATCH_"
+#: ranks one job may have (nodes x procsPerNode): above the largest machines built, and what
+#: keeps planning and launching a job bounded work
+MAX_WORLD_SIZE = 131_072
 
 
 class RuntimeKind(StrEnum):
@@ -102,6 +106,27 @@ class JobSpec(BaseModel):
     runtime: RuntimeRef | None = None
     recovery: RecoveryPolicy = RecoveryPolicy()
 
+    @field_validator("nodes", "procs_per_node", mode="before")
+    @classmethod
+    def _whole_number(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # YAML `nodes: true` is not a count
+            raise ValueError(f"is {str(value).lower()}, not a whole number")
+        return value
+
+    @field_validator("command", "args", mode="after")
+    @classmethod
+    def _no_nul_in_argv(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any("\0" in item for item in value):
+            raise ValueError("contains a NUL character, which no program argument can hold")
+        return value
+
+    @field_validator("working_dir", mode="after")
+    @classmethod
+    def _no_nul_in_path(cls, value: str | None) -> str | None:
+        if value is not None and "\0" in value:
+            raise ValueError("contains a NUL character, which no path can hold")
+        return value
+
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
@@ -134,6 +159,10 @@ class JobSpec(BaseModel):
                     f"value of {key!r} is {type(item).__name__}, not a string; "
                     f'quote it in YAML, e.g. {key}: "{item}"'
                 )
+            elif "\0" in item:
+                problems.append(
+                    f"value of {key!r} contains a NUL character, which no environment holds"
+                )
         bad = [k for k in value if not isinstance(k, str) or not ENV_NAME.match(k)]
         if bad:
             problems.append(f"invalid variable name(s) {bad}: use letters, digits and '_'")
@@ -158,6 +187,11 @@ class JobSpec(BaseModel):
     def _cross_field(self) -> JobSpec:
         if self.queue is not None and not self.queue.strip():
             raise ValueError("queue is empty; remove it or name a queue")
+        if self.nodes * self.ranks_per_node > MAX_WORLD_SIZE:
+            raise ValueError(
+                f"nodes x procsPerNode is {self.nodes * self.ranks_per_node:,} ranks; at most "
+                f"{MAX_WORLD_SIZE:,} are allowed"
+            )
         return self
 
     @property
@@ -265,6 +299,16 @@ def _nested_model(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
     return model
 
 
+def _short_repr() -> reprlib.Repr:
+    shortened = reprlib.Repr()
+    shortened.maxlevel, shortened.maxdict, shortened.maxlist, shortened.maxtuple = 2, 4, 4, 4
+    shortened.maxstring = shortened.maxother = 40
+    return shortened
+
+
+_SHORT_REPR = _short_repr()
+
+
 def _problem(error: ErrorDetails) -> SpecProblem:
     loc = tuple(error["loc"])
     field = _loc_to_field(loc)
@@ -288,7 +332,7 @@ def _problem(error: ErrorDetails) -> SpecProblem:
         top = str(loc[0]) if loc else ""
         fix = _FIELD_FIXES.get(top, "")
         if "input" in error and kind not in ("value_error",):
-            shown = repr(error["input"])
+            shown = _SHORT_REPR.repr(error["input"])  # bounded work on any value
             if len(shown) <= 60:
                 message = f"{message} (got {shown})"
     return SpecProblem(field=field, message=message, fix=fix)

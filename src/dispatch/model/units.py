@@ -56,6 +56,10 @@ def format_duration(seconds: float) -> str:
     return "".join(parts) or "0s"
 
 
+#: the largest memory quantity a cgroup limit or a Kubernetes quantity holds (int64 bytes)
+MAX_MEMORY = 2**63 - 1
+
+
 def parse_memory(text: str | int) -> int:
     """Bytes in a Kubernetes memory quantity: ``4Gi``, ``512Mi``, ``1G``, ``1000``."""
     if isinstance(text, bool):
@@ -63,6 +67,8 @@ def parse_memory(text: str | int) -> int:
     if isinstance(text, int):
         if text <= 0:
             raise ValueError("memory must be positive")
+        if text > MAX_MEMORY:
+            raise ValueError(f"{text} bytes is more than a 64-bit byte count holds")
         return text
     if not isinstance(text, str):
         raise ValueError("memory is a quantity such as '4Gi' or '512Mi'")
@@ -80,6 +86,11 @@ def parse_memory(text: str | int) -> int:
         raise ValueError(f"{text!r} is not a memory quantity") from exc
     if amount <= 0:
         raise ValueError("memory must be positive")
+    if amount > MAX_MEMORY:
+        raise ValueError(
+            f"{text!r} is more memory than a 64-bit byte count holds (cgroups and Kubernetes "
+            "would wrap it); at most 8Ei - 1"
+        )
     return int(amount)
 
 

@@ -1,7 +1,16 @@
-"""YAML loading with YAML 1.2 booleans: only ``true``/``false`` are booleans.
+"""YAML loading for input nobody vetted: YAML 1.2 scalars, bounded work, one error type.
 
-PyYAML follows YAML 1.1, where ``on``, ``off``, ``yes`` and ``no`` are booleans too; the job
-spec's recovery rules are written ``on: [preempted]``, which 1.1 would read as ``True:``.
+* **YAML 1.2 core schema scalars**: only ``true``/``false`` are booleans (PyYAML follows
+  YAML 1.1, where ``on``, ``off``, ``yes`` and ``no`` are booleans too, and the job spec's
+  recovery rules are written ``on: [preempted]``), and no implicit timestamps (``2026-01-01``
+  stays the text written; an impossible date is not a crash).
+* **Bounded**: a document whose aliases expand to more than ``MAX_ALIAS_EXPANSION`` values
+  (a "billion laughs" bomb is a few hundred bytes), a recursive alias, or nesting deeper than
+  ``MAX_DEPTH`` is refused before anything walks it.
+* **One error type**: whatever the input, ``load`` raises ``YAMLError`` (bad ``!!int`` or
+  ``!!timestamp`` values, unknown tags, nesting the parser cannot hold included), never a
+  ``ValueError`` or ``RecursionError`` traceback.
+* **Fast**: libyaml's parser (``CSafeLoader``) where PyYAML was built with it.
 
 PyYAML is imported on the first load, not with this module: a spec given as a mapping and a
 process that reads no configuration file never pay for it. ``YAMLError`` (what ``load``
@@ -19,17 +28,108 @@ if TYPE_CHECKING:
     import yaml
     from yaml import YAMLError as YAMLError
 
+#: values aliases may add to one document, all aliases together
+MAX_ALIAS_EXPANSION = 10_000
+#: how deeply collections may nest (Kubernetes objects nest about 20 deep)
+MAX_DEPTH = 200
+
+_DROPPED = ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp")
+
+
+def _check_node(node: Any) -> None:
+    """Refuse a composed document whose aliases expand too far, that refers to itself, or that
+    nests too deeply. Iterative, and linear in the distinct nodes (aliases share nodes)."""
+    import yaml
+
+    if node is None:
+        return
+    size: dict[int, int] = {}
+    height: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(node, False)]
+    while stack:
+        current, done = stack.pop()
+        key = id(current)
+        children = _children(current)
+        if done:
+            on_path.discard(key)
+            size[key] = 1 + sum(size[id(c)] for c in children)
+            height[key] = 1 + max((height[id(c)] for c in children), default=0)
+            if height[key] > MAX_DEPTH:
+                raise yaml.YAMLError(f"nested more than {MAX_DEPTH} levels deep")
+            continue
+        if key in size:
+            continue
+        on_path.add(key)
+        stack.append((current, True))
+        for child in children:
+            if id(child) in on_path:
+                raise yaml.YAMLError("an alias refers to a value that contains it")
+            if id(child) not in size:
+                stack.append((child, False))
+    added = size[id(node)] - len(size)
+    if added > MAX_ALIAS_EXPANSION:
+        raise yaml.YAMLError(
+            f"aliases would expand this document by {added:,} values (at most "
+            f"{MAX_ALIAS_EXPANSION:,}): write the values out instead of repeating anchors"
+        )
+
+
+def _children(node: Any) -> list[Any]:
+    import yaml
+
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
 
 @functools.cache
 def loader() -> type[yaml.SafeLoader]:
-    """``yaml.SafeLoader`` with YAML 1.2 core-schema booleans (built once)."""
+    """A safe loader with YAML 1.2 core-schema scalars and the bounds above (built once)."""
     import yaml
 
-    class Yaml12Loader(yaml.SafeLoader):
-        """``yaml.SafeLoader`` with YAML 1.2 core-schema booleans."""
+    base: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Yaml12Loader(base):  # type: ignore[misc]
+        """``SafeLoader`` (libyaml's where available) with YAML 1.2 scalars, bounded."""
+
+        def get_single_node(self) -> Any:
+            node = super().get_single_node()
+            _check_node(node)
+            return node
+
+        def get_node(self) -> Any:
+            node = super().get_node()
+            _check_node(node)
+            return node
+
+        def construct_object(self, node: Any, deep: bool = False) -> Any:
+            try:
+                return super().construct_object(node, deep=deep)
+            except (ValueError, TypeError, OverflowError, AttributeError, LookupError):
+                shown = repr(node.value)[:60] if isinstance(node, yaml.ScalarNode) else "value"
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{shown} is not a valid {node.tag}", node.start_mark
+                ) from None
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[str] = set()
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    if key.value in seen:
+                        raise yaml.constructor.ConstructorError(
+                            "while reading a mapping",
+                            node.start_mark,
+                            f"the key {key.value[:60]!r} is given twice: keep one",
+                            key.start_mark,
+                        )
+                    seen.add(key.value)
+            return super().construct_mapping(node, deep=deep)
 
     Yaml12Loader.yaml_implicit_resolvers = {
-        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+        first: [(tag, regexp) for tag, regexp in resolvers if tag not in _DROPPED]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
     Yaml12Loader.add_implicit_resolver(
@@ -37,21 +137,37 @@ def loader() -> type[yaml.SafeLoader]:
         re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
         list("tTfF"),
     )
-    return Yaml12Loader
+    return Yaml12Loader  # a SafeLoader in behaviour: only plain data is constructed
+
+
+def _guarded(load: Any) -> Any:
+    """Run ``load``; every failure of the input becomes ``YAMLError``."""
+    import yaml
+
+    try:
+        return load()
+    except yaml.YAMLError:
+        raise
+    except RecursionError:
+        raise yaml.YAMLError(f"nested more than {MAX_DEPTH} levels deep") from None
+    except (ValueError, TypeError, OverflowError, AttributeError, LookupError) as exc:
+        # a tagged value that is not one (PyYAML constructors fail in all these ways)
+        raise yaml.YAMLError(f"a value cannot be read: {exc}") from None
 
 
 def load(text: str) -> Any:
     """One YAML document (``None`` for an empty one). Raises ``YAMLError``."""
     import yaml
 
-    return yaml.load(text, Loader=loader())  # a SafeLoader subclass
+    return _guarded(lambda: yaml.load(text, Loader=loader()))  # a SafeLoader subclass
 
 
 def load_all(text: str) -> Iterator[Any]:
-    """Every document of a multi-document YAML stream."""
+    """Every document of a multi-document YAML stream (read at once). Raises ``YAMLError``."""
     import yaml
 
-    return yaml.load_all(text, Loader=loader())  # a SafeLoader subclass
+    documents = _guarded(lambda: list(yaml.load_all(text, Loader=loader())))
+    return iter(documents)
 
 
 def __getattr__(name: str) -> Any:

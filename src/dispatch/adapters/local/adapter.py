@@ -85,9 +85,9 @@ class LocalAdapter:
     def __init__(self, cluster: ClusterConfig, context: AdapterContext) -> None:
         self.cluster = cluster
         self.context = context
-        self.kill_grace = float(cluster.setting("killGrace", 5.0))
+        self.kill_grace = cluster.number("killGrace", 5.0)
         self.memory_setting = str(cluster.setting("memoryEnforcement", "auto"))
-        self.start_timeout = float(cluster.setting("startTimeout", 30.0))
+        self.start_timeout = cluster.number("startTimeout", 30.0, minimum=0.001)
         self._probe: caps.Probe | None = None
         self._probed_at: float | None = None
 

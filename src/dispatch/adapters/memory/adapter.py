@@ -63,13 +63,13 @@ class MemoryAdapter:
         self.clock = context.clock
         self.scheduler = scheduler or MemoryScheduler(clock=context.clock)
         self.shape = Shape(str(cluster.setting("shape", Shape.SLURM.value)))
-        self.max_nodes = int(cluster.setting("maxNodes", 64))
-        self.gpus_per_node = int(cluster.setting("gpusPerNode", 8))
+        self.max_nodes = cluster.whole_number("maxNodes", 64)
+        self.gpus_per_node = cluster.whole_number("gpusPerNode", 8, minimum=0)
         self.default_scenario = str(cluster.setting("scenario", DEFAULT_SCENARIO))
         kube = self.shape is Shape.KUBERNETES
-        self.evidence_ttl = float(cluster.setting("evidenceTTL", 120.0)) if kube else math.inf
-        self.vanish_after = float(cluster.setting("vanishAfter", 600.0)) if kube else math.inf
-        self.watch_interval = float(cluster.setting("watchInterval", 1.0))
+        self.evidence_ttl = cluster.number("evidenceTTL", 120.0) if kube else math.inf
+        self.vanish_after = cluster.number("vanishAfter", 600.0) if kube else math.inf
+        self.watch_interval = cluster.number("watchInterval", 1.0, minimum=0.001)
         self._seen: dict[str, Outcome] = {}  # last outcome reported per native name
 
     # --- faults ---------------------------------------------------------------------------

@@ -70,6 +70,18 @@ CLUSTER_TRAINING_RUNTIMES = Resource(
 RUNTIMES = {r.kind: r for r in (TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES)}
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long, a loop of links: not a file that can be read
+        return False
+
+
+def _shown(path: Path) -> str:
+    text = str(path)
+    return text if len(text) <= 200 else f"{text[:120]}...{text[-40:]} ({len(text):,} characters)"
+
+
 def kubeconfig_path(configured: str | None, environ: Mapping[str, str] | None = None) -> Path:
     """The kubeconfig file to read, as kubectl finds it: the configured path, else the first
     existing file of ``$KUBECONFIG``, else ``~/.kube/config``. (kubectl merges every file of
@@ -78,7 +90,7 @@ def kubeconfig_path(configured: str | None, environ: Mapping[str, str] | None = 
     if configured:
         return Path(configured).expanduser()
     listed = [Path(p).expanduser() for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
-    existing = [p for p in listed if p.is_file()]
+    existing = [p for p in listed if _is_file(p)]
     if existing:
         return existing[0]
     if listed:
@@ -132,11 +144,18 @@ class Connection:
 
     async def configuration(self) -> client.Configuration:
         if self._configuration is None:
-            if not self.kubeconfig.is_file():
-                raise ConfigError(
-                    f"kubeconfig {self.kubeconfig} does not exist; set `kubeconfig:` for the "
-                    "cluster or $KUBECONFIG"
+            try:
+                self.kubeconfig.stat()
+            except OSError as exc:
+                problem = (
+                    "does not exist"
+                    if isinstance(exc, FileNotFoundError)
+                    else f"cannot be read ({exc.strerror or exc})"
                 )
+                raise ConfigError(
+                    f"kubeconfig {_shown(self.kubeconfig)} {problem}; set `kubeconfig:` for the "
+                    "cluster or $KUBECONFIG"
+                ) from None
             loaded = client.Configuration()
             try:
                 await config.load_kube_config(
