@@ -59,7 +59,11 @@ def local_settings() -> set[str]:
     ``cluster.number(...)`` / ``cluster.whole_number(...)``)."""
     found: set[str] = set()
     for source in (REPO / "src" / "dispatch" / "adapters" / "local").glob("*.py"):
-        found |= set(re.findall(r'\.(?:setting|number|whole_number)\(\s*"(\w+)"', source.read_text(encoding="utf-8")))
+        found |= set(
+            re.findall(
+                r'\.(?:setting|number|whole_number)\(\s*"(\w+)"', source.read_text(encoding="utf-8")
+            )
+        )
     return found
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dispatch.adapters.kubeflow.planning.rules import BACKOFF_LIMIT, RESTART_POLICY
+from dispatch.adapters.kubeflow.planning.stored import DEFAULT_MANAGER
 from dispatch.model import OutcomeUnknown, Unsupported
 from dispatch.testing.k8s import Emulator, FaultRule
 
@@ -58,7 +59,12 @@ def test_start_creates_the_copy_and_the_trainjob_with_every_field(
     [trainjob] = stored(emulator, "TrainJob")
     [copy] = stored(emulator, "TrainingRuntime")
     # exactly the objects the plan showed (the API server adds the CRD's suspend: false)
-    assert trainjob["spec"] == {**planned["TrainJob"]["spec"], "suspend": False}
+    # as planned, with the CRD's defaults (planning.stored)
+    assert trainjob["spec"] == {
+        **planned["TrainJob"]["spec"],
+        "suspend": False,
+        "managedBy": DEFAULT_MANAGER,
+    }
     assert copy["spec"] == planned["TrainingRuntime"]["spec"]
     meta = trainjob["metadata"]
     assert (meta["name"], meta["namespace"]) == (name, NAMESPACE)

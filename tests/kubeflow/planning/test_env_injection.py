@@ -1,6 +1,6 @@
 """Torch ``envInjection`` (Trainer v2.3), case by case after
 ``pkg/runtime/framework/plugins/torch/torch_test.go`` at v2.3.0 (``TestTorch``, the cases
-named ``envInjection ...``; the torchtune one is not rendered: ``UnsupportedRuntime``): each
+named ``envInjection ...``; the torchtune one is a golden case, cases/torchtune): each
 target container or init container gets the five ``PET_*`` variables, master address and
 port included; a target the runtime does not have fails the build with Trainer's message, and
 the runtime rules refuse such a runtime before anything is created."""

@@ -437,7 +437,7 @@ def test_snapshot_and_unsupported() -> None:
     assert cm["metadata"]["ownerReferences"][0]["controller"] is True
     assert '"name": "test-runtime"' in cm["data"]["runtime"]
     with pytest.raises(UnsupportedRuntime):
-        render_jobset(trainjob({}), runtime({"mpi": {}}))
+        render_jobset(trainjob({}), runtime({"mpi": {"mpiImplementation": ""}}))
 
 
 @pytest.mark.parametrize(

@@ -209,6 +209,20 @@ def clone(value: Any) -> Any:
     return value
 
 
+def without_nulls(value: Any) -> Any:
+    """``value`` with every ``null`` field dropped, at any depth (a new value).
+
+    What the API server stores of a custom resource whose structural schema marks no field
+    ``nullable`` (Trainer's CRDs: a null is pruned before defaulting, it never reaches the
+    controller), and what a Go controller sees after reading a JSON ``null`` into its types.
+    Nulls inside lists stay (the API server rejects them)."""
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value
+
+
 def strategic_merge(base: Any, patch: Any, field: str | None = None) -> Any:
     """``patch`` merged onto ``base`` as a Kubernetes strategic merge patch; a new value, the
     inputs are not changed.

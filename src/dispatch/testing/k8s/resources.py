@@ -192,6 +192,15 @@ DEFAULT_RESOURCES: tuple[ResourceType, ...] = (
         status=True,
         short_names=("pg",),
     ),
+    _crd(
+        "scheduling.volcano.sh",
+        "v1beta1",
+        "podgroups",
+        "PodGroup",
+        True,
+        status=True,
+        short_names=("pg", "podgroup-v1beta1"),
+    ),
 )
 
 

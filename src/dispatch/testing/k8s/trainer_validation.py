@@ -26,6 +26,7 @@ from kubeflow_trainer_api.models import (
     TrainerV1alpha1TrainJobSpec,
 )
 
+from dispatch.adapters.kubeflow.planning.stored import default_runtime, default_trainjob
 from dispatch.testing.k8s.admission import AdmissionRequest
 from dispatch.testing.k8s.errors import FieldError
 from dispatch.testing.k8s.schema import (
@@ -88,22 +89,22 @@ class TrainerValidation:
             return []
         storage = request.rtype.storage
         if storage == (TRAINER, "trainjobs"):
-            _trainjob_defaults(request.obj)
+            _stored(request.obj, default_trainjob)
             return trainjob_errors(request.obj, request.old)
         if storage in ((TRAINER, "trainingruntimes"), (TRAINER, "clustertrainingruntimes")):
+            _stored(request.obj, default_runtime)
             return runtime_errors(request.obj)
         if storage == ("jobset.x-k8s.io", "jobsets"):
             return jobset_errors(request.obj)
         return []
 
 
-def _trainjob_defaults(obj: JsonObj) -> None:
-    """The v2.3 TrainJob CRD's defaults, applied as the API server does before any webhook:
-    ``spec.suspend: false`` (``+kubebuilder:default=false``), so the JobSet Trainer builds
-    always takes the TrainJob's suspend, whatever the runtime template says."""
-    spec = obj.get("spec")
-    if isinstance(spec, dict) and "suspend" not in spec:
-        spec["suspend"] = False
+def _stored(obj: JsonObj, default: Any) -> None:
+    """``obj`` replaced, in place, by what the API server stores of it: nulls pruned and the
+    v2.3 CRD's defaults (``planning.stored``) applied, before any webhook sees it."""
+    stored = default(obj)
+    obj.clear()
+    obj.update(stored)
 
 
 def trainjob_errors(obj: JsonObj, old: JsonObj | None) -> list[FieldError]:

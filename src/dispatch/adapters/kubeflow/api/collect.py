@@ -4,8 +4,9 @@
 For a workload (kind, name, namespace) the dump holds the workload; its JobSet (TrainJob);
 the Jobs and Pods its controllers labelled; the namespace's Events (an Event carries no
 label: the cause function keeps those about the workload's objects, including pods already
-deleted); Kueue's Workloads in the namespace (when Kueue is installed); and the Nodes its pods
-ran on. Read-only: nothing here writes to the cluster.
+deleted); Kueue's Workloads in the namespace (when Kueue is installed); for a TrainJob, the
+PodGroups of the namespace (scheduler-plugins', Volcano's, where installed: its gang); and the
+Nodes its pods ran on. Read-only: nothing here writes to the cluster.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dispatch.adapters.kubeflow.api.kinds import (
     JOBS,
     JOBSETS,
     NODES,
+    POD_GROUPS,
     PODS,
     WORKLOADS,
 )
@@ -110,8 +112,21 @@ def kubectl_commands(kind: str, name: str, namespace: str, out: str = "") -> lis
         "  echo ---",
         f"  kubectl get {ns} workloads.kueue.x-k8s.io -o yaml 2>/dev/null || true",
         "  echo ---",
+        *(_pod_group_commands(ns) if wk.jobset else []),
         "  kubectl get nodes -o yaml",
         f"}} > {file}",
+    ]
+
+
+def _pod_group_commands(ns: str) -> list[str]:
+    """A TrainJob's gang: the namespace's PodGroups of each kind, where installed."""
+    return [
+        line
+        for res in POD_GROUPS
+        for line in (
+            f"  kubectl get {ns} {res.plural}.{res.group} -o yaml 2>/dev/null || true",
+            "  echo ---",
+        )
     ]
 
 
@@ -139,6 +154,9 @@ async def collect(session: Session, kind: str, name: str, namespace: str) -> lis
     objects.extend(await _items(session, CORE_EVENTS, namespace))
     with suppress(NotFound):  # no Kueue on this cluster
         objects.extend(await _items(session, WORKLOADS, namespace))
+    for res in POD_GROUPS if wk.jobset else ():
+        with suppress(NotFound):  # no such gang scheduler on this cluster
+            objects.extend(await _items(session, res, namespace))
     for node in sorted({_node(p) for p in pods} - {""}):
         found = await session.read_core("Node", node)
         if found is not None:

@@ -12,6 +12,7 @@ is decided client-side by ``live.attribution.Attribution``:
 | Pod | ``dispatch.dev/job`` (exists) | dispatch's runtime patch labels the trainer pods |
 | Event (core/v1) | none | events carry no labels; matched by the object they are about |
 | Workload | ``kueue.x-k8s.io/job-uid`` (exists) | Kueue labels Workloads with the TrainJob's uid |
+| PodGroup (scheduler-plugins, Volcano) | none | Trainer names a TrainJob's PodGroup after it and owns it |
 | Node | none (cluster-scoped) | kept for nodes that ran an attempt's pods |
 
 A stream with many objects is checked for the TrainJobs waiting on it alone (``live.capture``): a
@@ -25,7 +26,7 @@ Events are watched once, through ``core/v1``. An event recorded through ``events
 under both groups (``regarding`` as ``involvedObject``, ``note`` as ``message``), so the core
 stream delivers it too; a second stream through ``events.k8s.io`` would deliver, and be
 checked for, every event twice.
-A kind the cluster does not serve (no Kueue) is skipped after its first 404. A TrainJob Kueue
+A kind the cluster does not serve (no Kueue, no gang scheduler) is skipped after its first 404. A TrainJob Kueue
 does not manage (``kueue_may_manage``) has no Workload: its outcome does not wait on that stream.
 """
 
@@ -52,6 +53,10 @@ PODS = Resource("", "v1", "pods", "Pod")
 CORE_EVENTS = Resource("", "v1", "events", "Event")
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+#: the PodGroups of Trainer's ``podGroupPolicy`` (scheduler-plugins coscheduling, Volcano)
+COSCHEDULING_PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
+POD_GROUPS = (COSCHEDULING_PODGROUPS, VOLCANO_PODGROUPS)
 
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 WORKLOAD_JOB_UID = "kueue.x-k8s.io/job-uid"
@@ -92,6 +97,7 @@ def watched_kinds(cluster: str) -> tuple[WatchedKind, ...]:
         WatchedKind(PODS, LABEL_JOB, JOBSET_NAME, NAME),
         WatchedKind(CORE_EVENTS),
         WatchedKind(WORKLOADS, WORKLOAD_JOB_UID, WORKLOAD_JOB_UID, UID),
+        *(WatchedKind(res) for res in POD_GROUPS),
         WatchedKind(NODES),
     )
 

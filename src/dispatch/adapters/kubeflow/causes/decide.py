@@ -15,8 +15,9 @@ The rule (design note 0006):
    consequences and never facts.
 3. A Kueue eviction ends the attempt (``preempted``) only when a rank had started before it;
    before that, the attempt is simply queued again.
-4. Waiting (unschedulable pods, a Workload not admitted, an admitted Workload without pods)
-   becomes ``no_capacity`` / ``start_failure`` once it outlasts ``inputs.patience``.
+4. Waiting (unschedulable pods, a Workload not admitted, an admitted Workload without pods,
+   a gang whose PodGroup has not formed) becomes ``no_capacity`` / ``start_failure`` once it
+   outlasts ``inputs.patience`` (a scheduler-plugins gang: its ``scheduleTimeoutSeconds``).
 5. Work re-run inside the attempt (a container restart, a replacement pod, a JobSet restart
    or re-creation) is ``unplanned_recovery`` whatever failure it recovered from, unless the
    runtime allows rank restarts; the state stays ``running`` while something still runs, so
@@ -42,6 +43,7 @@ from dispatch.adapters.kubeflow.causes.events import read_events
 from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet, Ref
 from dispatch.adapters.kubeflow.causes.facts import Fact, Facts, Wait
 from dispatch.adapters.kubeflow.causes.operator import read_operator_job
+from dispatch.adapters.kubeflow.causes.podgroups import read_pod_groups
 from dispatch.adapters.kubeflow.causes.pods import SKEW, read_pods
 from dispatch.adapters.kubeflow.causes.workloads import (
     OPERATOR_KINDS,
@@ -184,6 +186,7 @@ def gather(evidence: EvidenceSet, root: Ref | None = None) -> Facts:
     for history in evidence.histories("Workload"):
         read_workload(history, facts)
     read_nodes(evidence, pods, facts)
+    read_pod_groups(evidence.histories("PodGroup"), pods, facts)
     if facts.ran_proofs:
         facts.pods_seen = True
     return facts
@@ -379,14 +382,15 @@ def _overdue(facts: Facts, now: float | None, patience: float, started: float | 
     if started is None and not facts.pods_seen:
         waits += _pod_waits(facts, now)
     for wait in waits:
+        limit = patience if wait.patience is None else wait.patience
         end = now if wait.ongoing else wait.until
         if end is not None and now is not None:
             end = min(end, now)  # judged as of ``now``: what came later is not known yet
-        if end is None or end - wait.since < patience:
+        if end is None or end - wait.since < limit:
             continue
         waited = format_duration(end - wait.since)
-        summary = f"{wait.summary} (waited {waited}, patience {format_duration(patience)})"
-        at = wait.since + patience
+        summary = f"{wait.summary} (waited {waited}, patience {format_duration(limit)})"
+        at = wait.since + limit
         found.append(Fact(wait.cause, at, summary, wait.proofs, wait.rank, wait.pod))
     return found
 
@@ -397,10 +401,11 @@ def _next_deadline(facts: Facts, inputs: Inputs) -> float | None:
     waits = list(facts.waits)
     if facts.first_start() is None and not facts.pods_seen:
         waits += _pod_waits(facts, now)
+    limits = [(w, inputs.patience if w.patience is None else w.patience) for w in waits]
     due = [
-        w.since + inputs.patience
-        for w in waits
-        if w.ongoing and (now is None or now - w.since < inputs.patience)
+        w.since + limit
+        for w, limit in limits
+        if w.ongoing and (now is None or now - w.since < limit)
     ]
     return min(due, default=None)
 

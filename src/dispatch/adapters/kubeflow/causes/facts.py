@@ -53,7 +53,8 @@ class Wait:
     """Waiting for placement or for pods: since when, until when it was last seen waiting.
 
     ``ongoing`` means the latest evidence still shows the wait (so it lasts until "now").
-    ``cause`` is what the wait becomes once it outlasts the cluster's patience.
+    ``cause`` is what the wait becomes once it outlasts the cluster's patience, or its own
+    ``patience`` when the objects set one (a PodGroup's ``scheduleTimeoutSeconds``).
     """
 
     cause: Cause
@@ -64,6 +65,7 @@ class Wait:
     proofs: tuple[Evidence, ...]
     rank: int | None = None
     pod: str | None = None
+    patience: float | None = None
 
 
 @dataclass

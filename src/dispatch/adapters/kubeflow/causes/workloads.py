@@ -3,7 +3,7 @@
 | kind | its objects | a pod's rank |
 |---|---|---|
 | TrainJob | the JobSet of its name; Jobs and pods labelled with it | as its JobSet's |
-| JobSet | Jobs and pods labelled ``jobset.sigs.k8s.io/jobset-name`` | global Job index x pods per Job + completion index |
+| JobSet | Jobs and pods labelled ``jobset.sigs.k8s.io/jobset-name`` | pods of the Jobs before it (by global Job index) + completion index |
 | PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob, JAXJob | pods (and an MPIJob's launcher Job) labelled ``training.kubeflow.org/job-name`` | the replica index (a PyTorchJob's workers come after its master) |
 | Job | pods labelled ``batch.kubernetes.io/job-name`` | the completion index |
 
@@ -227,9 +227,12 @@ def ranks(evidence: EvidenceSet, masters: frozenset[str] | None = None) -> dict[
     ``masters``: ``with_master(evidence)``, when the caller has it already."""
     masters = with_master(evidence) if masters is None else masters
     per_job = _pods_per_job(evidence)
+    before = _pods_before_job(evidence)
     found: dict[str, int | None] = {}
     for history in evidence.histories("Pod"):
-        found[history.ref.name] = pod_rank(history.latest, history.ref.name, masters, per_job)
+        found[history.ref.name] = pod_rank(
+            history.latest, history.ref.name, masters, per_job, before
+        )
     return found
 
 
@@ -238,11 +241,14 @@ def pod_rank(
     name: str = "",
     with_master: frozenset[str] = frozenset(),
     per_job: Mapping[str, int] | None = None,
+    before: Mapping[str, int] | None = None,
 ) -> int | None:
     """The rank of one pod from its controllers' labels (else its name).
 
     ``with_master``: names of PyTorchJobs with a Master replica (their workers come after it);
-    ``per_job``: pods per Job of a JobSet, by Job name (default 1).
+    ``per_job``: pods per Job of a JobSet, by Job name (default 1); ``before``: pods of the
+    JobSet's Jobs with a lower global index, by Job name, where every such Job is known (its
+    replicated jobs may differ in size: an MPI launcher after its nodes is the next rank).
     """
     labels = labels_of(pod)
     replica = text_of(labels.get(REPLICA_TYPE)).lower()
@@ -259,6 +265,8 @@ def pod_rank(
     if completion is not None:
         if job_index:
             job = text_of(next((labels.get(k) for k in JOB_NAME_LABELS if labels.get(k)), ""))
+            if before and job in before:
+                return before[job] + completion
             return job_index * (per_job or {}).get(job, 1) + completion
         return completion
     return rank_from_pod_name(name or text_of(dig(pod, "metadata", "name")), with_master)
@@ -288,6 +296,24 @@ def with_master(evidence: EvidenceSet) -> frozenset[str]:
         if text_of(labels.get(REPLICA_TYPE)).lower() == "master":
             names.add(text_of(labels.get(OPERATOR_JOB_NAME)))
     return frozenset(names)
+
+
+def _pods_before_job(evidence: EvidenceSet) -> dict[str, int]:
+    """For each Job of a JobSet in ``evidence``, by Job name: how many pods the JobSet's Jobs
+    of lower global index run (the first rank of its pods). JobSet numbers its Jobs
+    ``<jobset>-<replicatedJob>-<replica>`` over its replicated jobs in order, each of
+    ``parallelism`` pods; read from the JobSet's spec, as its Jobs may be gone."""
+    found: dict[str, int] = {}
+    for history in evidence.histories("JobSet"):
+        total = 0
+        for rjob in as_list(dig(history.latest, "spec", "replicatedJobs")) or []:
+            name = text_of(dig(rjob, "name"))
+            replicas = as_int(dig(rjob, "replicas"))
+            pods = as_int(dig(rjob, "template", "spec", "parallelism"))
+            for replica in range(1 if replicas is None else replicas):
+                found[f"{history.ref.name}-{name}-{replica}"] = total
+                total += 1 if pods is None else pods
+    return found
 
 
 def _pods_per_job(evidence: EvidenceSet) -> dict[str, int]:

@@ -7,6 +7,8 @@ the TrainJobs (``(namespace, name)``) it concerns, learning as it goes:
 * Jobs and Pods by their ``jobset.sigs.k8s.io/jobset-name`` (or Trainer's
   ``trainer.kubeflow.org/trainjob-name``) label; a Pod's node is remembered;
 * a Workload by ``kueue.x-k8s.io/job-uid`` (the TrainJob's uid) or its owner reference;
+* a PodGroup (scheduler-plugins', Volcano's) by its owner reference, else by name (Trainer
+  names it after the TrainJob);
 * an Event by the object it is about: a known object, else a name JobSet/Kueue derives from the
   TrainJob's (``<trainjob>-...`` for Jobs and Pods, ``trainjob-<trainjob>-...`` for Workloads);
 * a Node by the pods known to run on it (``nodes_of``/``trainjobs_on``).
@@ -92,6 +94,8 @@ class Attribution:
             return self._job_or_pod(kind, namespace, name, obj)
         if kind == "Workload":
             return self._workload(namespace, name, obj)
+        if kind == "PodGroup":
+            return self._pod_group(namespace, name, obj)
         if kind == "Event":
             return self._event(obj)
         if kind == "Node":
@@ -123,6 +127,19 @@ class Attribution:
         if ref is None:
             return []
         self._remember("Workload", namespace, name, ref)
+        return [ref]
+
+    def _pod_group(self, namespace: str, name: str, obj: Mapping[str, Any]) -> list[TrainJobRef]:
+        ref: TrainJobRef | None = None
+        for owner in as_list(dig(obj, "metadata", "ownerReferences")) or []:
+            candidate = (namespace, text_of(dig(owner, "name")))
+            if dig(owner, "kind") == "TrainJob" and candidate in self.trainjobs:
+                ref = candidate
+        if ref is None and (namespace, name) in self.trainjobs:
+            ref = (namespace, name)
+        if ref is None:
+            return []
+        self._remember("PodGroup", namespace, name, ref)
         return [ref]
 
     def _event(self, event: Mapping[str, Any]) -> list[TrainJobRef]:

@@ -2,8 +2,9 @@
 
 ``snapshot(session, namespace, trainjob, at)`` lists what belongs to one TrainJob, label-
 selected per object where the labels allow (its JobSet by name, Jobs and Pods by
-``jobset.sigs.k8s.io/jobset-name``, Workloads by ``kueue.x-k8s.io/job-uid``, Events of the
-namespace, the Nodes its pods ran on) and returns them as ``object_evidence`` records. It
+``jobset.sigs.k8s.io/jobset-name``, Workloads by ``kueue.x-k8s.io/job-uid``, its PodGroup by
+owner or name, Events of the namespace, the Nodes its pods ran on) and returns them as
+``object_evidence`` records. It
 reads the present only: what the cluster already deleted is in the records store, which the
 supervisor hands back (``KubeflowAdapter.seed_evidence``). A kind the cluster does not serve
 is skipped. Lists are read page by page and only what belongs to the TrainJob is kept.
@@ -25,6 +26,7 @@ from dispatch.adapters.kubeflow.api.kinds import (
     JOBSET_NAME,
     JOBSETS,
     NODES,
+    POD_GROUPS,
     PODS,
     WORKLOAD_JOB_UID,
     WORKLOADS,
@@ -78,6 +80,8 @@ async def snapshot(session: Session, namespace: str, name: str, at: float) -> li
         found += await _items(
             session, WORKLOADS, namespace, f"{WORKLOAD_JOB_UID}={uid}", keep=belongs
         )
+    for res in POD_GROUPS:
+        found += await _items(session, res, namespace, keep=belongs)
     found += await _items(session, CORE_EVENTS, namespace, keep=belongs)
     nodes = {text_of(dig(p, "spec", "nodeName")) for p in pods} - {""}
     if nodes:

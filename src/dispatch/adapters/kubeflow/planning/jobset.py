@@ -17,14 +17,20 @@ Follows Trainer v2.3.0 (kubeflow/trainer, tag v2.3.0):
   ``PET_NPROC_PER_NODE`` (``numProcPerNode``, else ``auto``, which becomes the CPU count when
   the node has no GPU), ``PET_NODE_RANK`` (the completion index), ``PET_MASTER_ADDR``
   (``<trainjob>-node-0-0.<trainjob>``), ``PET_MASTER_PORT`` (29500) and container port 29500.
-* ``plugins/coscheduling``: pod label ``scheduling.x-k8s.io/pod-group: <trainjob>``.
+* ``plugins/coscheduling`` and ``plugins/volcano``: the gang's pod label or annotation and
+  its PodGroup (``plugins.coscheduling``, ``plugins.volcano``).
 * ``plugins/jobset`` ``SyncParallelCount`` / ``Build`` / ``builder.go``: parallelism =
   completions = count; ancestor jobs get ``replicas: 1``; image, command and args of container
   ``node``; initializer ``STORAGE_URI``, env and secret; ``suspend``; the owner reference.
 * ``pkg/runtime/core/snapshot.go``: the runtime snapshot ConfigMap ``<trainjob>-runtime-snapshot``.
 
-Not rendered (``UnsupportedRuntime``): the MPI, JAX, XGBoost and Flux policies, Volcano, and
-the torchtune command rewrite.
+The plugins of ``planning.plugins`` (MPI among them) act in Trainer's phases; with MPI the
+TrainJob's ``numNodes`` and ``env`` are left to the MPI plugin and the JobSet builder.
+
+The JAX and XGBoost policies are plugins too (``plugins/jax``, ``plugins/xgboost``); torch's
+torchtune command rewrite is ``plugins/torchtune``.
+
+Not rendered (``UnsupportedRuntime``): the Flux policy, MPI other than OpenMPI.
 """
 
 from __future__ import annotations
@@ -35,13 +41,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dispatch.adapters.kubeflow.objects import as_list, dig, strategic_merge
+from dispatch.adapters.kubeflow.objects import as_list, dig, strategic_merge, without_nulls
+from dispatch.adapters.kubeflow.planning.plugins import torchtune
 from dispatch.adapters.kubeflow.planning.plugins.base import (
     BuildRefused,
     Context,
     UnsupportedRuntime,
 )
 from dispatch.adapters.kubeflow.planning.plugins.coscheduling import POD_GROUP_LABEL
+from dispatch.adapters.kubeflow.planning.plugins.mpi import node_as_trainer
 from dispatch.adapters.kubeflow.planning.plugins.registry import PLUGINS
 from dispatch.adapters.kubeflow.planning.podspec import (
     ancestor,
@@ -53,6 +61,7 @@ from dispatch.adapters.kubeflow.planning.podspec import (
     upsert,
     upsert_container_env,
 )
+from dispatch.adapters.kubeflow.planning.quantity import Quantity
 from dispatch.adapters.kubeflow.planning.runtime import (
     NODE_CONTAINER,
     TRAINER_STEP,
@@ -89,7 +98,6 @@ TORCH_RESERVED_ENV = (
     "PET_MASTER_ADDR",
     "PET_MASTER_PORT",
 )
-TORCHTUNE_ENTRYPOINT = ["tune", "run"]
 
 
 @dataclass(frozen=True)
@@ -122,19 +130,17 @@ def merged_template(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> 
         labels.update(dig(patch_template, "metadata", "labels") or {})
         annotations.update(dig(patch_template, "metadata", "annotations") or {})
         if isinstance(patch_template.get("spec"), dict):
-            spec = strategic_merge(spec, patch_template["spec"])
+            # Trainer reads the patch into Go types: a null in it deletes nothing
+            spec = strategic_merge(spec, without_nulls(patch_template["spec"]))
     spec["replicatedJobs"] = sorted(
         spec.get("replicatedJobs") or [], key=lambda rj: order.get(rj.get("name"), 0)
     )
     return {"metadata": {"labels": labels, "annotations": annotations}, "spec": spec}
 
 
-def _check_supported(trainjob: Mapping[str, Any], ml_policy: Mapping[str, Any]) -> None:
-    for policy in ("mpi", "jax", "xgboost", "flux"):
-        if ml_policy.get(policy) is not None:
-            raise UnsupportedRuntime(f"mlPolicy.{policy} is not rendered")
-    if dig(trainjob, "spec", "trainer", "command") == TORCHTUNE_ENTRYPOINT:
-        raise UnsupportedRuntime("the torchtune entrypoint is not rendered")
+def _check_supported(ml_policy: Mapping[str, Any]) -> None:
+    if ml_policy.get("flux") is not None:
+        raise UnsupportedRuntime("mlPolicy.flux is not rendered")
 
 
 def _pod_counts(
@@ -142,28 +148,53 @@ def _pod_counts(
 ) -> list[int]:
     """Pods per Job of each replicated job, after the ML policy plugins."""
     num_nodes = dig(trainjob, "spec", "trainer", "numNodes")
+    mpi = dig(ml_policy, "mpi") is not None  # MPI counts its ``node`` job itself
     counts = []
     for rjob in spec.get("replicatedJobs") or []:
         count = int(dig(rjob, "template", "spec", "parallelism") or 1)
         if ancestor(rjob) == TRAINER_STEP:
             if ml_policy is not None:
                 count = int(ml_policy.get("numNodes") or 1)
-            if num_nodes is not None:  # PlainML / Torch: the TrainJob's numNodes wins
+            if num_nodes is not None and not mpi:  # PlainML / Torch: the TrainJob's wins
                 count = int(num_nodes)
         counts.append(count)
     return counts
 
 
 def _merge_resources(rjob: JsonObj, per_node: Mapping[str, Any]) -> None:
+    """``newRuntimeInfo``: ``resourcesPerNode`` strategic-merged over container ``node``'s
+    limits and requests (``MergeResourceRequirements``); only those two are kept."""
     node = node_container(rjob)
     if node is None:
         return
     resources = node.get("resources") or {}
-    merged = {**resources}
-    for part in ("limits", "requests"):
-        if part in per_node:
-            merged[part] = {**(resources.get(part) or {}), **(per_node[part] or {})}
+    merged = {}
+    for part in (*resources, *per_node):
+        if part in ("limits", "requests") and part not in merged:
+            found = {**(resources.get(part) or {}), **(per_node.get(part) or {})}
+            if found:
+                merged[part] = found
     node["resources"] = merged
+
+
+def _canonical_quantities(rjobs: list[JsonObj]) -> None:
+    """Every container's limits and requests as Trainer writes them back: it reads the runtime
+    into Go types, so a quantity prints in its canonical form (``2.5`` as ``2500m``)."""
+    for rjob in rjobs:
+        for key in ("initContainers", "containers"):
+            for item in containers(rjob, key):
+                resources = item.get("resources")
+                for part in ("limits", "requests"):
+                    found = dig(resources, part)
+                    if isinstance(resources, dict) and isinstance(found, dict):
+                        resources[part] = {k: _canonical(v) for k, v in found.items()}
+
+
+def _canonical(text: Any) -> Any:
+    try:
+        return str(Quantity.parse(text))
+    except ValueError:
+        return text
 
 
 def _num_proc_per_node(trainjob: Mapping[str, Any], trainer_rjob: JsonObj | None) -> str:
@@ -271,7 +302,7 @@ def build(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> Build:
     name, namespace = str(meta.get("name", "")), meta.get("namespace")
     ml_policy = dig(runtime, "spec", "mlPolicy")
     if ml_policy is not None:
-        _check_supported(trainjob, ml_policy)
+        _check_supported(ml_policy)
     torch = isinstance(ml_policy, Mapping) and ml_policy.get("torch") is not None
     template = merged_template(trainjob, runtime)
     spec = template["spec"]
@@ -280,8 +311,9 @@ def build(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> Build:
     per_node = dig(trainer, "resourcesPerNode")
     if per_node is not None and ml_policy is not None:
         for rjob in rjobs:
-            if ancestor(rjob) == TRAINER_STEP:
+            if ancestor(rjob) == TRAINER_STEP or node_as_trainer(ml_policy, rjob):
                 _merge_resources(rjob, per_node)
+    _canonical_quantities(rjobs)
     ctx = Context(trainjob, runtime, spec, _pod_counts(trainjob, spec, ml_policy))
     plugins = [plugin for plugin in PLUGINS if plugin.applies(ctx)]
     counts = ctx.counts
@@ -290,10 +322,18 @@ def build(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> Build:
     if trainer_rjob is not None and trainer is not None:
         node = node_container(trainer_rjob)
         if node is not None:
-            upsert_container_env(node, list(trainer.get("env") or []))
+            # PlainML and Torch add the TrainJob's env before their own; for MPI and JAX the
+            # JobSet builder adds it after theirs
+            if dig(ml_policy, "mpi") is None and dig(ml_policy, "jax") is None:
+                upsert_container_env(node, list(trainer.get("env") or []))
             if torch:
                 nproc = _num_proc_per_node(trainjob, trainer_rjob)
-                upsert_container_env(node, _torch_env(name, counts[trainer_at or 0], nproc))
+                pet = _torch_env(name, counts[trainer_at or 0], nproc)
+                if torchtune.applies(trainer):
+                    pet = torchtune.without_master(pet)
+                    tune_run = torchtune.command(ctx, counts[trainer_at or 0], nproc)
+                    trainer = {**trainer, "command": tune_run}
+                upsert_container_env(node, pet)
                 ports = node.setdefault("ports", [])
                 upsert(ports, {"containerPort": TRAINER_PORT}, same_port)
     if torch:
@@ -304,6 +344,7 @@ def build(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> Build:
         plugin.ml_policy(ctx)
     for plugin in plugins:
         plugin.pod_group(ctx)
+    ctx.identify_pod_network()
     for rjob, count in zip(rjobs, counts, strict=True):
         job_spec = ensure(rjob, "template", "spec")
         job_spec["parallelism"] = job_spec["completions"] = count
@@ -317,6 +358,8 @@ def build(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> Build:
             ensure(job_spec, "template", "metadata", "labels").update(ctx.pod_labels)
         if ctx.pod_annotations:
             ensure(job_spec, "template", "metadata", "annotations").update(ctx.pod_annotations)
+    # builder.go ``Suspend``: the TrainJob's value replaces the template's, even when unset
+    spec.pop("suspend", None)
     suspend = dig(trainjob, "spec", "suspend")
     if suspend is not None:
         spec["suspend"] = suspend

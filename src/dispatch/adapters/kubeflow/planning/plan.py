@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from dispatch.adapters.kubeflow.objects import clone, dig
+from dispatch.adapters.kubeflow.objects import dig
 from dispatch.adapters.kubeflow.planning.jobchecks import check_job
 from dispatch.adapters.kubeflow.planning.jobset import (
     BuildRefused,
@@ -22,6 +22,7 @@ from dispatch.adapters.kubeflow.planning.jobset import (
 from dispatch.adapters.kubeflow.planning.names import label_value, trainjob_name
 from dispatch.adapters.kubeflow.planning.rules import NOT_FOUND, RuntimeVerdict, check_runtime
 from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings
+from dispatch.adapters.kubeflow.planning.stored import default_runtime, default_trainjob
 from dispatch.adapters.kubeflow.planning.trainjob import (
     LABEL_RUNTIME,
     LABEL_RUNTIME_COPY,
@@ -127,17 +128,17 @@ def with_jobset(plan: Plan) -> Plan:
     """``plan`` with the JobSet Trainer would build from its TrainJob and runtime copy, and the
     other objects its plugins build (a PodGroup, MPI's Secret and ConfigMap), added to its
     objects (``dispatch plan --show-jobset``). The TrainJob is rendered as the API server
-    stores it (the CRD's default ``suspend: false``); its uid is not known before it exists.
+    stores it (its nulls pruned, as the CRD's structural schema has them, and the default
+    ``suspend: false``); its uid is not known before it exists.
     A runtime the renderer cannot reproduce, or Trainer would refuse, gets a note instead."""
     contents = {a.kind: a.content for a in plan.artifacts}
     trainjob, runtime = contents.get("TrainJob"), contents.get("TrainingRuntime")
     if not plan.accepted or not isinstance(trainjob, Mapping) or not isinstance(runtime, Mapping):
         return plan
-    stored = clone(dict(trainjob))
-    stored.setdefault("spec", {}).setdefault("suspend", False)
+    stored = default_trainjob(dict(trainjob))
     stored.setdefault("metadata", {}).setdefault("uid", PENDING_UID)
     try:
-        built = build(stored, runtime)
+        built = build(stored, default_runtime(dict(runtime)))
     except (UnsupportedRuntime, BuildRefused) as exc:
         return replace(plan, notes=(*plan.notes, f"the JobSet is not shown: {exc}"))
     shown = tuple(

@@ -9,6 +9,7 @@ JobSet, the Job controller, kube-scheduler, kubelets and (optionally) Kueue.
 from __future__ import annotations
 
 from dispatch.testing.k8s.controllers.base import Reconciler
+from dispatch.testing.k8s.controllers.gangs import PodGroupController
 from dispatch.testing.k8s.controllers.job import JobController
 from dispatch.testing.k8s.controllers.jobset import JobSetController
 from dispatch.testing.k8s.controllers.kubelet import Kubelet
@@ -27,6 +28,7 @@ __all__ = [
     "Kueue",
     "KueueConfig",
     "NodeLifecycle",
+    "PodGroupController",
     "Reconciler",
     "Scheduler",
     "TrainerController",
@@ -46,6 +48,7 @@ def standard_controllers(
         JobSetController(),
         JobController(),
         scheduler,
+        PodGroupController(),
         Kubelet(scenario),
         NodeLifecycle(scenario, scheduler),
     ]

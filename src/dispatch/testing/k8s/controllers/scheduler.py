@@ -5,6 +5,11 @@ node (by name) whose allocatable cpu, memory, GPUs and pod count cover the pod's
 labels match its ``nodeSelector`` and whose ``NoSchedule`` taints it tolerates gets it
 (``spec.nodeName``, ``PodScheduled=True``). No node: ``PodScheduled=False/Unschedulable`` with
 the scheduler's message (``0/N nodes are available: ...``) and a ``FailedScheduling`` event.
+A pod of a gang (:mod:`.gangs`) is bound only together with its siblings: once its PodGroup's
+``minMember`` pods can all be placed at once, all are bound; until then each stays pending
+with the message the gang's scheduler gives (scheduler-plugins' coscheduling PreFilter /
+PostFilter, or Volcano's gang plugin, which also writes the PodGroup's ``Pending`` /
+``Inqueue`` phase and ``Unschedulable`` condition).
 :meth:`preempt` evicts a pod as scheduler preemption does (``DisruptionTarget`` reason
 ``PreemptionByScheduler``, event ``Preempted``, deletion).
 """
@@ -14,7 +19,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dispatch.model.units import quantity_value
+from dispatch.testing.k8s.controllers import gang_scheduling
 from dispatch.testing.k8s.controllers.base import (
     Key,
     Reconciler,
@@ -22,29 +27,17 @@ from dispatch.testing.k8s.controllers.base import (
     set_condition,
     write_status,
 )
+from dispatch.testing.k8s.controllers.placement import (
+    RESOURCES,
+    TERMINAL,
+    milli,
+    pod_requests,
+    take,
+)
 from dispatch.testing.k8s.watch import Change
 
 JsonObj = dict[str, Any]
-TERMINAL = ("Succeeded", "Failed")
-RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
-
-
-def milli(value: Any, resource: str) -> int:
-    if resource == "cpu":
-        text = str(value)
-        return int(float(text[:-1])) if text.endswith("m") else int(float(text) * 1000)
-    return quantity_value(value)
-
-
-def pod_requests(pod: JsonObj) -> dict[str, int]:
-    out = dict.fromkeys(RESOURCES, 0)
-    for c in (pod.get("spec") or {}).get("containers") or []:
-        res = c.get("resources") or {}
-        asked = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        for r in RESOURCES:
-            if r in asked:
-                out[r] += milli(asked[r], r)
-    return out
+__all__ = ["RESOURCES", "Scheduler", "milli", "pod_requests", "tolerates"]
 
 
 def tolerates(pod: JsonObj, taint: JsonObj) -> bool:
@@ -60,9 +53,16 @@ def tolerates(pod: JsonObj, taint: JsonObj) -> bool:
 
 class Scheduler(Reconciler):
     name = "scheduler"
-    watches = (("v1", "Pod"), ("v1", "Node"))
+    watches = (
+        ("v1", "Pod"),
+        ("v1", "Node"),
+        (gang_scheduling.COSCHEDULING_API, "PodGroup"),
+        (gang_scheduling.VOLCANO_API, "PodGroup"),
+    )
 
     def keys(self, change: Change) -> list[Key]:
+        if change.rtype.kind == "PodGroup":
+            return gang_scheduling.unbound_members(self, change)
         if change.rtype.kind == "Node":
             return [
                 (p["metadata"]["namespace"], p["metadata"]["name"])
@@ -85,20 +85,37 @@ class Scheduler(Reconciler):
                           "Scheduling is blocked due to non-empty scheduling gates", now)  # fmt: skip
             write_status(self.cluster, self.rtype("v1", "Pod"), pod, status)
             return None
-        node, why = self._choose(pod)
-        pod_type = self.rtype("v1", "Pod")
+        gang = gang_scheduling.gang_of(pod)
+        if gang is not None:
+            return gang_scheduling.schedule(self, gang)
+        node, why = self.choose(pod)
         if node is None:
-            old = next((c for c in conds if c["type"] == "PodScheduled"), None)
-            if set_condition(conds, "PodScheduled", "False", "Unschedulable", why, now) and (
-                old is None or old.get("message") != why
-            ):
-                record_event(
-                    self.cluster, pod, "Warning", "FailedScheduling", why, "default-scheduler"
-                )
-            for c in conds:
-                c["lastProbeTime"] = None
-            write_status(self.cluster, pod_type, pod, status)
+            self.unschedulable(pod, why)
             return None
+        self.bind(pod, node)
+        return None
+
+    def unschedulable(self, pod: JsonObj, why: str, component: str = "default-scheduler") -> None:
+        """``PodScheduled=False/Unschedulable`` with ``why``; a ``FailedScheduling`` event when
+        the message changes."""
+        status = copy.deepcopy(pod.get("status") or {})
+        conds = status.setdefault("conditions", [])
+        old = next((c for c in conds if c["type"] == "PodScheduled"), None)
+        if set_condition(conds, "PodScheduled", "False", "Unschedulable", why, self.now()) and (
+            old is None or old.get("message") != why
+        ):
+            record_event(self.cluster, pod, "Warning", "FailedScheduling", why, component)
+        for c in conds:
+            c["lastProbeTime"] = None
+        write_status(self.cluster, self.rtype("v1", "Pod"), pod, status)
+
+    def bind(self, pod: JsonObj, node: str, component: str = "default-scheduler") -> None:
+        """Bind ``pod`` to ``node`` (``PodScheduled=True``, a ``Scheduled`` event)."""
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        pod_type = self.rtype("v1", "Pod")
+        status = copy.deepcopy(pod.get("status") or {})
+        conds = status.setdefault("conditions", [])
+        now = self.now()
         bound = self.cluster.store.update(
             pod_type, key[0], key[1], {**pod, "spec": {**pod["spec"], "nodeName": node}}
         )
@@ -110,22 +127,29 @@ class Scheduler(Reconciler):
                 c.pop("message", None)
         write_status(self.cluster, pod_type, bound, status)
         record_event(self.cluster, bound, "Normal", "Scheduled",
-                     f"Successfully assigned {key[0]}/{key[1]} to {node}", "default-scheduler")  # fmt: skip
-        return None
+                     f"Successfully assigned {key[0]}/{key[1]} to {node}", component)  # fmt: skip
 
-    def _choose(self, pod: JsonObj) -> tuple[str | None, str]:
-        nodes = sorted(
-            self.cluster.store.objects(self.rtype("v1", "Node")),
-            key=lambda n: n["metadata"]["name"],
-        )
+    def nodes(self) -> list[JsonObj]:
+        """Every node, by name."""
+        found = self.cluster.store.objects(self.rtype("v1", "Node"))
+        return sorted(found, key=lambda n: n["metadata"]["name"])
+
+    def usage(self) -> dict[str, dict[str, int]]:
+        """Per node: what its bound, unfinished pods request (and how many there are)."""
         used: dict[str, dict[str, int]] = {}
         for other in self.cluster.store.objects(self.rtype("v1", "Pod")):
             name = (other.get("spec") or {}).get("nodeName")
             if name and (other.get("status") or {}).get("phase") not in TERMINAL:
-                row = used.setdefault(name, dict.fromkeys((*RESOURCES, "pods"), 0))
-                for r, v in pod_requests(other).items():
-                    row[r] += v
-                row["pods"] += 1
+                take(used, name, pod_requests(other))
+        return used
+
+    def choose(
+        self, pod: JsonObj, used: dict[str, dict[str, int]] | None = None
+    ) -> tuple[str | None, str]:
+        """The first node that fits ``pod`` given ``used`` (default: the bound pods), or why
+        none does (``0/N nodes are available: ...``)."""
+        nodes = self.nodes()
+        used = self.usage() if used is None else used
         wanted = pod_requests(pod)
         reasons: dict[str, int] = {}
         selector = pod["spec"].get("nodeSelector") or {}
@@ -158,6 +182,17 @@ class Scheduler(Reconciler):
         if used.get("pods", 0) + 1 > int(alloc.get("pods", 110)):
             return "Too many pods"
         return None
+
+    def misfits(self, pod: JsonObj, used: dict[str, dict[str, int]]) -> dict[str, int]:
+        """Why each node cannot take ``pod``: reason -> number of nodes (empty: one can)."""
+        reasons: dict[str, int] = {}
+        wanted = pod_requests(pod)
+        selector = pod["spec"].get("nodeSelector") or {}
+        for node in self.nodes():
+            why = self._misfit(node, pod, selector, wanted, used.get(node["metadata"]["name"], {}))
+            if why is not None:
+                reasons[why] = reasons.get(why, 0) + 1
+        return reasons
 
     def preempt(self, namespace: str, name: str) -> None:
         """Evict a pod as scheduler preemption does."""

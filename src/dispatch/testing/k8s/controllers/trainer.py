@@ -40,6 +40,7 @@ from dispatch.testing.k8s.controllers.base import (
     set_condition,
     write_status,
 )
+from dispatch.testing.k8s.controllers.ssh_keys import with_generated_keys
 from dispatch.testing.k8s.controllers.trainer_webhook import TrainerWebhook
 from dispatch.testing.k8s.errors import ApiError
 from dispatch.testing.k8s.meta import parse_rfc3339
@@ -165,10 +166,11 @@ class TrainerController(Reconciler):
             )
 
     def _create_missing(self, obj: JsonObj) -> None:
+        """Create ``obj`` unless it exists (MPI's Secret gets a real key pair as it is made)."""
         meta = obj["metadata"]
         if self.find(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]) is None:
             rtype = self.rtype(obj["apiVersion"], obj["kind"])
-            self.cluster.store.create(rtype, meta.get("namespace"), obj)
+            self.cluster.store.create(rtype, meta.get("namespace"), with_generated_keys(obj))
 
     def _apply(self, tj: JsonObj, jobset: JsonObj) -> None:
         ns, name = tj["metadata"]["namespace"], tj["metadata"]["name"]

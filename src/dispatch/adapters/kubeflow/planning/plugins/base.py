@@ -7,7 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatch.adapters.kubeflow.objects import dig
-from dispatch.adapters.kubeflow.planning.podspec import JsonObj, ancestor, owner_reference
+from dispatch.adapters.kubeflow.planning.podspec import (
+    JsonObj,
+    ancestor,
+    node_container,
+    owner_reference,
+)
 from dispatch.adapters.kubeflow.planning.runtime import TRAINER_STEP
 
 
@@ -35,6 +40,8 @@ class Context:
     pod_labels: dict[str, str] = field(default_factory=dict)
     #: pod-template annotations every replicated job gets (``pod_group``)
     pod_annotations: dict[str, str] = field(default_factory=dict)
+    #: each replicated job's pod host names, by job name (:meth:`identify_pod_network`)
+    endpoints: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -58,8 +65,18 @@ class Context:
 
     @property
     def rjobs(self) -> list[JsonObj]:
-        found: list[JsonObj] = self.spec["replicatedJobs"]
-        return found
+        """The replicated jobs (none once the built JobSet has dropped an empty list)."""
+        found = self.spec.get("replicatedJobs")
+        return found if isinstance(found, list) else []
+
+    def trainer_node(self) -> tuple[int, JsonObj] | None:
+        """(index, container ``node``) of the trainer job, when the TrainJob has a
+        ``trainer`` and the runtime such a job and container (where JAX and XGBoost act)."""
+        at = self.trainer_index
+        if at is None or self.trainer is None:
+            return None
+        node = node_container(self.rjobs[at])
+        return None if node is None else (at, node)
 
     def rjob(self, name: str) -> JsonObj | None:
         return next((rj for rj in self.rjobs if rj.get("name") == name), None)
@@ -68,6 +85,21 @@ class Context:
     def trainer_index(self) -> int | None:
         """Index of the replicated job with the ``trainer`` ancestor label."""
         return next((i for i, rj in enumerate(self.rjobs) if ancestor(rj) == TRAINER_STEP), None)
+
+    def identify_pod_network(self) -> None:
+        """Trainer's JobSet ``IdentifyPodNetwork``: ``<trainjob>-<job>-<replica>-<pod>.<subdomain>``
+        for every replica and pod (subdomain: ``network.subdomain``, else the TrainJob's name).
+        Run once the counts are final and before the JobSet builder forces ancestor jobs to
+        one replica, as Trainer does."""
+        subdomain = dig(self.spec, "network", "subdomain") or self.name
+        for rjob, count in zip(self.rjobs, self.counts, strict=True):
+            job = rjob.get("name")
+            replicas = int(rjob.get("replicas") or 1)
+            self.endpoints[str(job)] = [
+                f"{self.name}-{job}-{r}-{p}.{subdomain}"
+                for r in range(replicas)
+                for p in range(count)
+            ]
 
     def owned(self, obj: JsonObj) -> JsonObj:
         """``obj`` in the TrainJob's namespace, owned (as controller) by the TrainJob."""
