@@ -72,7 +72,11 @@ def test_plan_matches_golden(stem: str) -> None:
 
 @pytest.mark.parametrize("stem", CASES)
 def test_the_jobset_trainer_would_build_matches_golden(stem: str) -> None:
-    plan = with_jobset(render(stem))
+    """The JobSet, then every other object Trainer's plugins create (a PodGroup, MPI's Secret
+    and hostfile ConfigMap), in one file."""
+    planned = render(stem)
+    plan = with_jobset(planned)
+    shown = [a.content for a in plan.artifacts[len(planned.artifacts) :]]
     jobsets = [a.content for a in plan.artifacts if a.kind == "JobSet"]
     path = JOBSETS / f"{stem}.yaml"
     if not plan.accepted:
@@ -81,7 +85,8 @@ def test_the_jobset_trainer_would_build_matches_golden(stem: str) -> None:
     [jobset] = jobsets
     if UPDATE:
         JOBSETS.mkdir(exist_ok=True)
-    compare(path, yaml.safe_dump(jobset, sort_keys=False))
+    assert shown[0] is jobset
+    compare(path, yaml.safe_dump_all(shown, sort_keys=False))
     assert jobset["metadata"]["ownerReferences"][0]["kind"] == "TrainJob"
     assert jobset["spec"]["suspend"] is (stem in HELD)  # the TrainJob's, defaulted false
 
