@@ -327,9 +327,21 @@ def _emulator(found: dict[str, Any]) -> list[str]:
     )
 
 
+def _dumps(found: dict[str, Any]) -> list[str]:
+    lines = _head("`dispatch diagnose` on large dumps", found)
+    lines += [
+        f"Target (issue 26): a 50 MB dump in under {found['targetSeconds']:g} s and "
+        f"{found['targetMiB']:g} MiB. Run: `python bench/run.py --only dumps --merge`.",
+        "",
+    ]
+    rows = [[r["format"], r["mib"], r["seconds"], r["peakMiB"], r["cause"]] for r in found["rows"]]
+    return lines + _table(["format", "MiB", "seconds", "peak MiB", "verdict"], rows)
+
+
 SECTIONS = {
     "scale": _scale,
     "causes": _causes,
+    "dumps": _dumps,
     "local": _local,
     "slurm": _slurm,
     "reliability": _reliability,

@@ -11,7 +11,7 @@
 Benchmarks (``--only`` names): ``scale`` (supervision at scale on the emulator, dispatch
 against the Kubeflow SDK at ``--scale-jobs``, dispatch alone at ``--scale-dispatch-only``,
 both again with longer jobs at ``--scale-longer``), ``causes`` (cause accuracy over
-tests/dumps), ``local`` (local scheduler against torchrun --standalone; needs torch),
+tests/dumps), ``dumps`` (``dispatch diagnose`` time and memory on 5 and 50 MB dumps), ``local`` (local scheduler against torchrun --standalone; needs torch),
 ``slurm`` (Slurm adapter against sbatch + squeue; needs Slurm and root), ``reliability``
 (simulator, emulator faults, fuzzing), ``sim`` (simulator throughput), ``emulator``
 (emulator throughput). A benchmark whose requirement is missing is recorded as skipped,
@@ -35,7 +35,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 from bench import machine, report
 
 ROOT = Path(__file__).resolve().parents[1]
-ALL = ("scale", "causes", "local", "slurm", "reliability", "sim", "emulator")
+ALL = ("scale", "causes", "dumps", "local", "slurm", "reliability", "sim", "emulator")
 
 #: sizes: (quick, default)
 SIZES: dict[str, tuple[Any, Any]] = {
@@ -55,6 +55,7 @@ SIZES: dict[str, tuple[Any, Any]] = {
     "faultLifetime": (6.0, 15.0),
     "fuzzExamples": (100, 1000),
     "emulatorJobs": (50, 1000),
+    "dumpMiB": ([5], [5, 50]),
 }
 
 
@@ -127,6 +128,10 @@ def run_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
         from bench import causes
 
         return causes.run()
+    if name == "dumps":
+        from bench import dumps
+
+        return dumps.run(size(args, "dumpMiB"))
     if name == "local":
         if not _has("torch"):
             return {"skipped": "torch is not installed (pip install -e '.[torch]')"}

@@ -37,7 +37,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @pytest.mark.timeout(660)
 def test_every_benchmark_ran_or_says_why_not(results: dict[str, Any]) -> None:
     assert results["command"].startswith("python bench/run.py --quick")
-    for name in ("scale", "causes", "local", "slurm", "reliability", "sim", "emulator"):
+    for name in ("scale", "causes", "dumps", "local", "slurm", "reliability", "sim", "emulator"):
         assert name in results, name
         assert "loadAverage" in results[name]
     assert results["machine"]["cores"] >= 1
@@ -86,6 +86,15 @@ def test_causes_are_all_right_and_the_sdk_names_none(results: dict[str, Any]) ->
     assert causes["peersFailedDumps"] >= 5
     assert causes["peersFailedCorrect"] == causes["peersFailedDumps"]
     assert causes["sdkCauseCorrect"] <= 1  # only a success can be "right" without a cause
+
+
+@pytest.mark.timeout(660)
+def test_a_large_dump_gets_the_small_dumps_verdict(results: dict[str, Any]) -> None:
+    rows = results["dumps"]["rows"]
+    assert {r["format"] for r in rows} == {"YAML", "JSON"}
+    for row in rows:
+        assert row["cause"] == "failed/app_error", row  # the padding changes nothing
+        assert row["mib"] >= 4.5 and row["peakMiB"] > 0, row
 
 
 @pytest.mark.timeout(660)

@@ -146,7 +146,7 @@ def test_the_budget_follows_the_policy() -> None:
     world.end(job, 2, Cause.PREEMPTED)  # the one retry is spent
     world.store.create_attempt(job, 3)
     assert budget_problems(load_history(world.store, job)) == [
-        "rule 0 allows 1 retries; 2 were started"
+        "rule 1 allows 1 retries; 2 were started"
     ]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from dispatch.model import (
@@ -212,6 +214,18 @@ def test_a_cancelled_attempt_finishes_the_job_cancelled_by_the_actor() -> None:
         Cause.CANCELLED,
     )
     assert "cancelled by alice: wrong data" in decision.reason
+
+
+def test_who_cancelled_is_said_once_when_the_attempt_says_it_already() -> None:
+    cancel = CancelRequest(actor="alice", reason="wrong data", at=NOW - 5)
+    summary = "cancelled by alice: wrong data; 1 other process(es) stopped"
+    stopped = replace(
+        attempt(2, State.CANCELLED, Cause.CANCELLED),
+        outcome=Outcome(state=State.CANCELLED, cause=Cause.CANCELLED, summary=summary),
+    )
+    decision = next_decision(view(stopped, cancel=cancel), POLICY, NOW)
+    assert decision.reason == f"attempt 2 {summary}"
+    assert decision.reason.count("cancelled by alice") == 1
 
 
 def test_a_cancel_wins_over_retry_rules() -> None:

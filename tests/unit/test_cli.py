@@ -75,7 +75,8 @@ def test_run_reports_every_spec_problem_as_json(tmp_path: Path) -> None:
     assert [p["field"] for p in problems] == ["name", "nodes"]
 
 
-def test_transient_scheduler_errors_are_reported_not_raised(tmp_path: Path) -> None:
+def test_a_missing_slurm_conf_is_a_configuration_error_at_once(tmp_path: Path) -> None:
+    """It was reported as "temporary: try again" after Slurm's own 60 s of retries."""
     config = tmp_path / "config.yaml"
     config.write_text(
         "clusters:\n  - name: hpc\n    adapter: slurm\n    transport: local\n"
@@ -84,5 +85,7 @@ def test_transient_scheduler_errors_are_reported_not_raised(tmp_path: Path) -> N
     spec = tmp_path / "job.yaml"
     spec.write_text("name: on-slurm\ncluster: hpc\ncommand: [hostname]\n")
     result = CliRunner().invoke(cli, ["--config", str(config), "plan", str(spec), "-o", "json"])
-    assert result.exit_code == 3, result.output
-    assert json.loads(result.output)["transient"] is True
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.output)
+    assert "transient" not in error
+    assert "missing-slurm.conf is not a file here: fix `slurmConf`" in error["error"]

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dispatch.model.units import (
+    format_bytes,
     format_duration,
     parse_cpu,
     parse_duration,
@@ -68,3 +69,18 @@ def test_quantity_value_rounds_up_as_go_does_and_reads_junk_as_zero(
     text: object, value: int
 ) -> None:
     assert quantity_value(text) == value
+
+
+@pytest.mark.parametrize(
+    ("count", "shown"),
+    [
+        (4294967296, "4Gi"),
+        (512 * 2**20, "512Mi"),
+        (int(3.7 * 2**30), "3.7 GiB"),
+        (1000, "1000 bytes"),
+        (None, "None"),
+        (True, "True"),
+    ],
+)
+def test_format_bytes_as_people_read_them(count: object, shown: str) -> None:
+    assert format_bytes(count) == shown

@@ -1,7 +1,9 @@
 """The background supervisor that keeps submitted jobs moving after the terminal is gone.
 
-``ensure_supervisor`` starts ``python -m dispatch.api.background`` detached (a new session,
-no terminal, output to ``<state>/supervisor.log``). At most one background supervisor runs per
+``ensure_supervisor`` starts ``main`` of this module in a new Python process, detached (a new
+session, no terminal, output to ``<state>/supervisor.log``); with ``-c``, not ``-m``: the
+package imports this module first, and runpy would warn of that in every log. At most one
+background supervisor runs per
 state directory: each one waits for an exclusive lock on ``<state>/supervisor.lock`` before
 supervising, and exits once no job is left to drive (a held job waits for ``dispatch release``,
 which starts a supervisor again). A process started while another holds
@@ -24,6 +26,8 @@ from dispatch import aio
 from dispatch.api.environment import Environment
 from dispatch.supervise import Supervisor, fold, load_history
 
+#: what the background process runs
+MAIN = "from dispatch.api.background import main; main()"
 LOCK_NAME = "supervisor.lock"
 LOG_NAME = "supervisor.log"
 POLL_INTERVAL = 1.0
@@ -38,9 +42,10 @@ def ensure_supervisor(env: Environment) -> int:
     variables["DISPATCH_STATE_DIR"] = str(env.state_dir)
     if env.config.source is not None:
         variables["DISPATCH_CONFIG"] = str(env.config.source)
-    with open(env.state_dir / LOG_NAME, "ab") as log:
+    log_fd = os.open(env.state_dir / LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(log_fd, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "dispatch.api.background"],
+            [sys.executable, "-c", MAIN],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

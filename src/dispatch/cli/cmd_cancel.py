@@ -8,7 +8,7 @@ import click
 
 from dispatch.api import JobStatus
 from dispatch.cli import display
-from dispatch.cli.common import Settings, fail, output_option, report_errors
+from dispatch.cli.common import Settings, emit_json, fail, output_option, report_errors
 from dispatch.cli.session import client
 from dispatch.model import NotFound
 
@@ -30,17 +30,21 @@ def command(
     settings: Settings, job: str, reason: str, wait_seconds: float | None, output: str
 ) -> None:
     """Cancel a job: its running attempt is stopped and no new attempt starts. The cancel is
-    recorded with who asked and why; cancelling an ended job changes nothing."""
+    recorded with who asked and why. A job that already ended is left as it is: that is said,
+    and the exit code is 1."""
     api = client(settings)
 
-    async def cancel() -> JobStatus:
-        status = await api.cancel(job, reason=reason)
+    async def cancel() -> tuple[JobStatus, bool]:
+        before = await api.get(job)
+        if before.is_terminal:
+            return before, False
+        status = await api.cancel(before.id, reason=reason)
         if wait_seconds is not None and not status.is_terminal:
             status = await api.wait(status.id, timeout=wait_seconds)
-        return status
+        return status, True
 
     try:
-        status = asyncio.run(cancel())
+        status, requested = asyncio.run(cancel())
     except NotFound as exc:
         fail(str(exc), output=output)
     except TimeoutError:
@@ -50,4 +54,17 @@ def command(
         )
     finally:
         api.close()
+    if not requested:
+        fail(
+            f"job {status.id} already ended ({status.state.value}): nothing to cancel",
+            output=output,
+            job=status.to_json(),
+        )
+    if output == "json":
+        emit_json({**status.to_json(), "cancel": "requested"})
+        return
+    click.echo(
+        f"cancel requested for {status.id}"
+        + ("" if status.is_terminal else ": the supervisor stops it")
+    )
     display.show_status(status, output)

@@ -22,8 +22,11 @@ def command(settings: Settings, open_only: bool, limit: int, output: str) -> Non
     api = client(settings, background=False)
     try:
         jobs = asyncio.run(api.list(include_ended=not open_only, limit=limit))
+        skipped = dict(api.records.unreadable)
     finally:
         api.close()
+    for job_id, why in sorted(skipped.items()):
+        click.secho(f"warning: skipped job {job_id}: its record cannot be read ({why})", err=True)
     if output == "json":
         emit_json([j.to_json() for j in jobs])
         return

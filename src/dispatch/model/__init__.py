@@ -15,6 +15,7 @@ from dispatch.model.errors import (
     Reason,
     SchedulerUnavailable,
     SpecProblem,
+    StateError,
     TransientError,
     Unsupported,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "SchedulerUnavailable",
     "SpecProblem",
     "State",
+    "StateError",
     "TransientError",
     "Unsupported",
     "load_spec",

@@ -75,6 +75,10 @@ class ConfigError(PermanentError):
     """The dispatch configuration (clusters) is malformed or names something that does not exist."""
 
 
+class StateError(PermanentError):
+    """The state directory or its records cannot be used (damaged, unwritable, disk full)."""
+
+
 class Unsupported(PermanentError):
     """The job cannot run on this cluster. Carries *every* reason found.
 

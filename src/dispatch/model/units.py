@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _UNIT_SECONDS = (86400, 3600, 60, 1)
@@ -129,3 +130,25 @@ def quantity_value(text: object) -> int:
         return math.ceil(Decimal(number) * scale)
     except (InvalidOperation, ValueError, OverflowError):
         return 0
+
+
+def format_bytes(count: Any) -> str:
+    """A byte count as people read it: ``4Gi``, ``512Mi`` when exact, else ``3.7 GiB``;
+    anything that is not a whole number is shown as given."""
+    if isinstance(count, bool) or not isinstance(count, int):
+        return str(count)
+    units = (
+        ("Ei", 2**60),
+        ("Pi", 2**50),
+        ("Ti", 2**40),
+        ("Gi", 2**30),
+        ("Mi", 2**20),
+        ("Ki", 2**10),
+    )
+    for suffix, size in units:
+        if count >= size and count % size == 0:
+            return f"{count // size}{suffix}"
+    for suffix, size in units:
+        if count >= size:
+            return f"{count / size:.1f} {suffix}B"
+    return f"{count} bytes"

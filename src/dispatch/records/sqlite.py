@@ -6,6 +6,7 @@ writers from several processes queue on SQLite's lock (``busy_timeout``) instead
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -26,6 +27,7 @@ from dispatch.model import (
     NotFound,
     Outcome,
     State,
+    StateError,
 )
 from dispatch.records.base import (
     AttemptRecord,
@@ -76,31 +78,48 @@ class SqliteRecords:
         self._handles: dict[str, AttemptHandle] = {}
         self._outcomes: dict[str, Outcome] = {}
         self._log_entries: dict[int, LogEntry] = {}
-        if self.path != ":memory:":
-            _private_file(Path(self.path))
-        self._db = sqlite3.connect(
-            self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
-        )
-        self._db.row_factory = sqlite3.Row
-        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        if self.path != ":memory:":
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = NORMAL")
-        self._db.execute("PRAGMA foreign_keys = ON")
-        self._migrate()
+        #: job ids whose rows could not be read (``list_jobs`` skips them), with why
+        self.unreadable: dict[str, str] = {}
+        try:
+            if self.path != ":memory:":
+                _private_file(Path(self.path))
+            self._db = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                check_same_thread=False,
+            )
+            self._db.row_factory = sqlite3.Row
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            if self.path != ":memory:":
+                self._db.execute("PRAGMA journal_mode = WAL")
+                self._db.execute("PRAGMA synchronous = NORMAL")
+            self._db.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        except (sqlite3.DatabaseError, OSError) as exc:
+            raise unusable(self.path, exc) from None
 
     # --- plumbing -------------------------------------------------------------------------
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise unusable(self.path, exc) from None
         try:
             yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):  # a full disk may have ended it already
+                self._db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError) and _fault(exc) is not None:
+                raise unusable(self.path, exc) from None
             raise
         else:
-            self._db.execute("COMMIT")
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                raise unusable(self.path, exc) from None
 
     def _migrate(self) -> None:
         with self._write() as db:
@@ -197,7 +216,13 @@ class SqliteRecords:
         row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise NotFound(f"no job {job_id!r} in the records at {self.path}")
-        return self._job_record(row)
+        try:
+            return self._job_record(row)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise StateError(
+                f"the record of job {job_id} in {self.path} cannot be read "
+                f"({str(exc).splitlines()[0][:200]}); it was written by another version or damaged"
+            ) from None
 
     def list_jobs(
         self, *, cluster: str | None = None, open_only: bool = False, limit: int | None = None
@@ -214,7 +239,13 @@ class SqliteRecords:
         if limit is not None:
             query += " LIMIT ?"
             params.append(limit)
-        return [self._job_record(r) for r in self._db.execute(query, params)]
+        found = []
+        for row in self._db.execute(query, params):
+            try:
+                found.append(self._job_record(row))
+            except (ValueError, TypeError, KeyError) as exc:  # pydantic's errors are ValueErrors
+                self.unreadable[str(row["id"])] = str(exc).splitlines()[0][:200]
+        return found
 
     def set_job_status(
         self,
@@ -551,13 +582,54 @@ class SqliteRecords:
         )
 
 
+_FAULTS = (
+    ("file is not a database", "is not a dispatch records database (damaged, or another "
+     "file): move it aside and dispatch starts a new one, or restore it from a backup"),
+    ("database disk image is malformed", "is damaged: move it aside and dispatch starts a new "
+     "one, or restore it from a backup"),
+    ("database or disk is full", "cannot be written: its disk is full; free some space"),
+    ("unable to open database file", "cannot be opened: check that its folder exists and is "
+     "writable (set DISPATCH_STATE_DIR to use another)"),
+    ("attempt to write a readonly database", "is read-only: make it and its folder writable "
+     "(or set DISPATCH_STATE_DIR to use another)"),
+    ("disk I/O error", "cannot be read or written (a disk I/O error): check the disk"),
+)  # fmt: skip
+
+
+def _fault(exc: BaseException) -> str | None:
+    text = str(exc)
+    return next((why for marker, why in _FAULTS if marker in text), None)
+
+
+def unusable(path: str, exc: BaseException) -> StateError:
+    """The one-line error for records that cannot be used: the path, what is wrong, the fix."""
+    why = _fault(exc)
+    if why is None and isinstance(exc, OSError):
+        why = f"cannot be created or opened ({exc.strerror or exc}): check its folder"
+    return StateError(f"{path} (dispatch's records) {why or f'cannot be used ({exc})'}")
+
+
 def _private_file(path: Path) -> None:
     """The records hold job specs (their env values) and ranks' last output: the folder is
     made 0700 when dispatch creates it, the database 0600 (SQLite gives its -wal and -shm
-    files the database's mode), and an existing database readable by others is tightened."""
-    if not path.parent.exists():
-        path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
+    files the database's mode), and an existing database readable by others is tightened.
+    An existing folder another user owns, or others may write to, is refused: whoever can
+    write there can replace the records or plant links in them."""
+    folder = path.parent
+    if not folder.exists():
+        folder.mkdir(parents=True, mode=0o700, exist_ok=True)
+    found = folder.stat()
+    if found.st_uid != os.geteuid():
+        raise StateError(
+            f"the state directory {folder} belongs to another user (uid {found.st_uid}); "
+            "use your own (set DISPATCH_STATE_DIR)"
+        )
+    if found.st_mode & 0o022:
+        raise StateError(
+            f"the state directory {folder} can be written by others (mode "
+            f"{found.st_mode & 0o777:o}): run `chmod 700 {folder}` or use another"
+        )
     if not path.exists():
-        os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+        os.close(os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600))
     elif path.stat().st_mode & 0o077:
         path.chmod(0o600)

@@ -87,7 +87,7 @@ def budget_problems(history: History) -> list[str]:
     for index, count in used.items():
         limit = policy.rules[index].limit or 0
         if count > limit:
-            problems.append(f"rule {index} allows {limit} retries; {count} were started")
+            problems.append(f"rule {index + 1} allows {limit} retries; {count} were started")
     if holds > history.job.release_count:
         problems.append(
             f"{holds} attempts followed a hold (at submission or by the policy); "

@@ -100,6 +100,10 @@ def _on_cancel(view: JobView, request: CancelRequest, now: float) -> Decision:
         return _finish(
             State.SUCCEEDED, None, f"attempt {attempt.number} succeeded before the cancel took"
         )
+    summary = attempt.outcome.summary if attempt.outcome else ""
+    if attempt.cause is Cause.CANCELLED and summary.startswith(by):
+        # the attempt's own summary says who cancelled it already: say it once
+        return _finish(State.CANCELLED, Cause.CANCELLED, f"attempt {attempt.number} {summary}")
     return _finish(State.CANCELLED, Cause.CANCELLED, f"{by}; {_ended(attempt)}")
 
 
@@ -111,7 +115,8 @@ def _apply_policy(
     index = policy.rules.index(rule) if rule is not None else None
     action = rule.action if rule is not None else policy.unmatched
     ended = _ended(attempt)
-    named = f"rule {index} ({action.value} on {cause.value})" if rule is not None else None
+    # rules are counted from 1 in what people read (the data keeps the list index)
+    named = f"rule {index + 1} ({action.value} on {cause.value})" if index is not None else None
     why = named or f"no rule names {cause.value}; unmatched: {action.value}"
 
     if action is Action.FAIL:

@@ -40,6 +40,8 @@ from dispatch.adapters.local.files import (
     AttemptPaths,
     create_json,
     lock_held,
+    open_private_log,
+    private_dirs,
     read_json,
     take_lock,
     write_json,
@@ -186,7 +188,7 @@ class LocalAdapter:
         (await self.capabilities(job.spec)).raise_if_refused()
         launch = self._launch(job, attempt, None)  # validates before anything is created
         paths = self.paths(job.id, attempt)
-        paths.root.mkdir(parents=True, exist_ok=True)
+        private_dirs(paths.root)
         lock = await asyncio.to_thread(take_lock, paths.start_lock, block=True)
         if lock is None:  # pragma: no cover - a blocking lock is always taken
             raise OutcomeUnknown("could not lock the attempt directory")
@@ -212,7 +214,7 @@ class LocalAdapter:
         """Spawn the runner; returns the fd on which it says it claimed the attempt."""
         ready, told = os.pipe()
         try:
-            with open(paths.runner_log, "ab") as log:
+            with os.fdopen(open_private_log(paths.runner_log), "ab") as log:
                 runner = subprocess.Popen(
                     [sys.executable, "-m", RUNNER_MODULE, str(paths.root)],
                     stdin=subprocess.DEVNULL,

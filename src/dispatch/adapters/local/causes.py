@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dispatch.model import Cause, Evidence, Failure, Outcome, State
+from dispatch.model.units import format_bytes
 
 CRASH_SIGNALS = frozenset(
     int(s)
@@ -88,7 +89,8 @@ def evidence(
     if status is not None:
         memory = status.get("memory") or {}
         if memory.get("mode") not in (None, "none"):
-            note = f"memory limit {memory.get('limitBytes')} bytes per node by {memory['mode']}"
+            limit = format_bytes(memory.get("limitBytes"))
+            note = f"memory limit {limit} per node by {memory['mode']}"
             found.append(Evidence("memory", "memory-enforcement", now, note, dict(memory)))
         for record in status.get("processes", ()):
             if record.get("endedAt") is None:
@@ -213,8 +215,8 @@ def _event_candidate(index: int, event: Record) -> _Candidate | None:
         return _Candidate(at, Cause.TIMEOUT, text, Failure(at=at, message=text), key)
     if kind == "memory_limit":
         text = (
-            f"node {event.get('node')} used {event.get('rssBytes')} bytes (RSS) over its limit of "
-            f"{event.get('limitBytes')}; the memory watchdog killed the node"
+            f"node {event.get('node')} used {format_bytes(event.get('rssBytes'))} (RSS) over its "
+            f"limit of {format_bytes(event.get('limitBytes'))}; the memory watchdog killed the node"
         )
         return _Candidate(
             at, Cause.OUT_OF_MEMORY, text, Failure(node=event.get("node"), at=at, message=text), key

@@ -102,10 +102,39 @@ def jobs_dir(state_dir: Path) -> Path:
     return state_dir / "jobs"
 
 
+#: files hold the ranks' environment (its values) and output: only their owner reads them
+PRIVATE_FILE, PRIVATE_DIR = 0o600, 0o700
+
+
+def private_dirs(path: Path) -> None:
+    """``path`` and its missing parents as folders only their owner can enter."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made by another process meanwhile
+            folder.mkdir(mode=PRIVATE_DIR)
+
+
+def _private_temp(path: Path) -> tuple[Path, Any]:
+    """A new temp file beside ``path``, 0600, never through a link planted in the folder."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        temp.unlink()  # a leftover of a crashed writer with our pid
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    return temp, os.fdopen(os.open(temp, flags, PRIVATE_FILE), "w", encoding="utf-8")
+
+
+def open_private_log(path: Path) -> int:
+    """``path`` opened for appending (created 0600), not through a planted link."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, PRIVATE_FILE)
+
+
 def write_json(path: Path, value: Any) -> None:
     """Replace ``path`` atomically: readers see the old or the new content, never a mix."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temp, "w", encoding="utf-8") as handle:
+    temp, handle = _private_temp(path)
+    with handle:
         json.dump(value, handle, indent=1, sort_keys=True)
     os.replace(temp, path)
 
@@ -116,8 +145,8 @@ def create_json(path: Path, value: Any) -> bool:
     The content appears atomically (a temp file hard-linked into place), so a reader never
     sees a half-written file.
     """
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temp, "w", encoding="utf-8") as handle:
+    temp, handle = _private_temp(path)
+    with handle:
         json.dump(value, handle, indent=1, sort_keys=True)
     try:
         os.link(temp, path)
@@ -165,7 +194,7 @@ def lock_held(path: Path) -> bool:
 def take_lock(path: Path, *, block: bool) -> int | None:
     """An fd holding an exclusive flock on ``path``, or None if ``block`` is False and the lock
     is taken. The lock lasts until the fd is closed or the process ends."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE)
     flags = fcntl.LOCK_EX if block else fcntl.LOCK_EX | fcntl.LOCK_NB
     try:
         fcntl.flock(fd, flags)

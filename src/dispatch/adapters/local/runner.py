@@ -37,6 +37,8 @@ from pathlib import Path
 from dispatch.adapters.local import cgroups, procs
 from dispatch.adapters.local.files import (
     AttemptPaths,
+    open_private_log,
+    private_dirs,
     read_json,
     say_claimed,
     take_lock,
@@ -165,9 +167,9 @@ class Runner:
         if problem is None:
             group = self.groups.get(process.node)
             log = self.paths.root / process.log
-            log.parent.mkdir(parents=True, exist_ok=True)
+            private_dirs(log.parent)
             try:
-                with open(log, "ab") as out:
+                with os.fdopen(open_private_log(log), "ab") as out:
                     popen = subprocess.Popen(
                         process.argv,
                         env=env,
@@ -375,7 +377,7 @@ def main(argv: list[str]) -> int:
         if take_lock(paths.runner_lock, block=False) is None:
             return 0  # another runner holds this attempt
         try:
-            fd = os.open(paths.claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(paths.claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         except FileExistsError:
             return 0  # the attempt was already executed (or is being executed): never twice
         os.write(fd, str(os.getpid()).encode())

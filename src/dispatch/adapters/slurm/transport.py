@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from dispatch.model import OutcomeUnknown, SchedulerUnavailable
+from dispatch.model import ConfigError, OutcomeUnknown, SchedulerUnavailable
 
 #: ssh's own exit status when the connection (not the remote command) failed
 SSH_FAILED = 255
@@ -98,6 +98,24 @@ class Runner(Protocol):
     async def run(self, argv: Sequence[str], *, stdin: str | None = None) -> CommandResult: ...
 
 
+#: what Slurm commands and ssh print when the cluster's configuration, not its load, is wrong
+CONFIGURATION_MARKERS = (
+    "s_p_parse_file: cannot stat file",
+    "Unable to process configuration file",
+    "Could not establish a configuration source",
+    "getaddrinfo() failed: Name or service not known",
+    "Could not resolve hostname",
+)
+
+
+def configuration_problem(stderr: str) -> str | None:
+    """The first line of ``stderr`` that shows a configuration error, or None."""
+    for line in stderr.splitlines():
+        if any(marker in line for marker in CONFIGURATION_MARKERS):
+            return line.strip()[:300]
+    return None
+
+
 class ProcessRunner:
     """Runs commands as child processes through a transport. The only I/O of the adapter's
     commands. Never raises for a non-zero exit: callers decide from ``CommandResult``."""
@@ -111,6 +129,7 @@ class ProcessRunner:
 
     async def run(self, argv: Sequence[str], *, stdin: str | None = None) -> CommandResult:
         call = self.transport.invocation(argv, self.env)
+        self._check_configuration(call)
         try:
             process = await asyncio.create_subprocess_exec(
                 *call.argv,
@@ -119,6 +138,11 @@ class ProcessRunner:
                 stderr=asyncio.subprocess.PIPE,
                 env={**os.environ, **call.env},
             )
+        except FileNotFoundError:
+            raise ConfigError(
+                f"{call.argv[0]!r} is not installed here (not on PATH): install Slurm's client "
+                "commands, or reach a login node with `transport: ssh`"
+            ) from None
         except OSError as exc:
             raise SchedulerUnavailable(
                 f"cannot run {call.argv[0]!r} for the Slurm cluster: {exc.strerror or exc}"
@@ -139,6 +163,21 @@ class ProcessRunner:
             out.decode(errors="replace"),
             err.decode(errors="replace"),
         )
+        if not result.ok:
+            problem = configuration_problem(result.stderr)
+            if problem is not None:
+                raise ConfigError(
+                    f"the Slurm cluster is misconfigured, not busy: {problem} (from "
+                    f"{shlex.join(argv)}); fix the cluster's slurmConf, its hosts or the ssh host"
+                )
         if self.transport.name == "ssh" and result.returncode == SSH_FAILED:
             raise SchedulerUnavailable(f"ssh to the login node failed: {result.describe()}")
         return result
+
+    def _check_configuration(self, call: Invocation) -> None:
+        """A ``SLURM_CONF`` that names no file: every command would retry for 60 s, then fail."""
+        conf = call.env.get("SLURM_CONF")
+        if self.transport.name == "local" and conf and not os.path.isfile(conf):
+            raise ConfigError(
+                f"slurmConf {conf} is not a file here: fix `slurmConf` in the configuration"
+            )
