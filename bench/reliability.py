@@ -1,12 +1,13 @@
 """Reliability: simulator seeds x steps with zero invariant violations, emulator runs with
 injected API faults and supervisor kills (jobs lost or duplicated must be 0), and fuzzed
-specs and runtimes with no crash."""
+input with no crash: specs and runtimes as values (bench/fuzz.py), and job spec, config,
+runtime and dump text through the real entry points (bench/fuzz_text.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench import fuzz, scale, sim_throughput
+from bench import fuzz, fuzz_text, scale, sim_throughput
 from dispatch.testing.k8s import FaultRule
 
 #: (name, fault rules, supervisor kills): what the current Kubeflow adapter can be put through
@@ -62,11 +63,19 @@ def run(
     fault_jobs: int,
     lifetime: float,
     fuzz_examples: int,
+    fuzz_text_cases: int,
     *,
     quick: bool = False,
 ) -> dict[str, Any]:
+    fuzzed = fuzz.run(fuzz_examples)
+    inputs = fuzz_text.run(fuzz_text_cases)
+    # ``crashes`` counts both fuzzers (the figure CI checks); ``valueCrashes`` the first alone
+    fuzzed["valueCrashes"] = fuzzed["crashes"]
+    fuzzed["crashes"] += sum(kind["crashes"] for kind in inputs.values())
+    fuzzed["crashSamples"] += [s for kind in inputs.values() for s in kind["crashSamples"]]
+    fuzzed["inputs"] = inputs
     return {
         "sim": sim_throughput.measure(sim_seeds, sim_steps, workers=1),
         "faults": faults(fault_jobs, lifetime, 10.0, quick),
-        "fuzz": fuzz.run(fuzz_examples),
+        "fuzz": fuzzed,
     }

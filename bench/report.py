@@ -303,16 +303,51 @@ def _reliability(found: dict[str, Any]) -> list[str]:
         ],
     )  # fmt: skip
     z = found["fuzz"]
-    lines += ["Fuzzing (hypothesis, derandomized):", ""]
+    value_crashes = z.get("valueCrashes", z["crashes"])
+    lines += ["Fuzzing values (hypothesis, derandomized):", ""]
     lines += _table(
         ["target", "tried", "accepted", "crashes"],
         [
-            ["parse_spec (InvalidSpec is not a crash)", z["specs"], z["specsAccepted"], z["crashes"]],
-            ["check_runtime", z["runtimes"], z["runtimesAccepted"], z["crashes"]],
+            ["parse_spec (InvalidSpec is not a crash)", z["specs"], z["specsAccepted"], value_crashes],
+            ["check_runtime", z["runtimes"], z["runtimesAccepted"], value_crashes],
         ],
     )  # fmt: skip
+    if "inputs" in z:
+        lines += _fuzz_text(z["inputs"])
     if z["crashSamples"]:
         lines += ["Crashes: " + "; ".join(z["crashSamples"]), ""]
+    return lines
+
+
+#: what each input kind of bench/fuzz_text.py goes through, and what answers it may give
+FUZZ_TEXT_TARGETS = {
+    "spec": "job spec: `parse_spec_text` / `load_spec` (a JobSpec or InvalidSpec)",
+    "config": "config file: `load_config`, then Kubeflow, Slurm and local settings (ConfigError)",
+    "runtime": "runtime: `yaml12.load` + `check_runtime`, `dispatch check-runtime` (exit 0, 1, 2)",
+    "dump": "dump: `parse_dump`, `dispatch diagnose` (ValueError; exit 0 or 2)",
+}
+
+
+def _fuzz_text(inputs: dict[str, Any]) -> list[str]:
+    lines = [
+        "Fuzzing text through the entry points (bench/fuzz_text.py): examples mutated as "
+        "values and as text, alias bombs, nesting to 100,000 levels, bad tags, huge values, "
+        "NUL / invalid UTF-8 / BOM / CRLF / tabs, duplicate keys; a crash is any other "
+        "exception, a hang or a killed process; each case is timed:",
+        "",
+    ]
+    rows = [
+        [FUZZ_TEXT_TARGETS.get(kind, kind), k["cases"], k["accepted"], k["refused"], k["crashes"],
+         k["over2s"], f"{k['slowestSeconds']:.2f} (case {k['slowestCase']})", k["longestMessage"]]
+        for kind, k in inputs.items()
+    ]  # fmt: skip
+    lines += _table(
+        ["input", "cases", "accepted", "refused", "crashes", "over 2 s", "slowest s", "longest message (chars)"],
+        rows,
+    )  # fmt: skip
+    slow = [s for k in inputs.values() for s in k["slowSamples"]]
+    if slow:
+        lines += ["Over 2 s: " + "; ".join(slow), ""]
     return lines
 
 

@@ -54,6 +54,8 @@ SIZES: dict[str, tuple[Any, Any]] = {
     "faultJobs": (10, 50),
     "faultLifetime": (6.0, 15.0),
     "fuzzExamples": (100, 1000),
+    #: cases of each input kind (spec, config, runtime, dump) through the real entry points
+    "fuzzTextCases": (200, 10_000),
     "emulatorJobs": (50, 1000),
     "dumpMiB": ([5], [5, 50]),
 }
@@ -151,6 +153,7 @@ def run_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
             size(args, "faultJobs"),
             size(args, "faultLifetime"),
             size(args, "fuzzExamples"),
+            size(args, "fuzzTextCases"),
             quick=args.quick,
         )
     if name == "sim":

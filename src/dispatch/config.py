@@ -8,6 +8,7 @@ state directory.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -16,9 +17,22 @@ from pathlib import Path
 from typing import Any
 
 from dispatch.model import ConfigError, yaml12
+from dispatch.model.shown import clip, listed, show
 
 LOCAL = "local"
-_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def finite_number(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number (not a bool, NaN, infinity or an
+    integer past float's range), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,14 +50,15 @@ class ClusterConfig:
         """A numeric setting (seconds, counts): ``ConfigError`` naming the cluster and the key
         when it is not a number of at least ``minimum``."""
         value = self.settings.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        number = finite_number(value)
+        if number is None:
             raise ConfigError(
-                f"cluster {self.name!r}: {key} is {str(value)[:40]!r}, not a number; "
+                f"cluster {self.name!r}: {key} is {show(value)}, not a number; "
                 f"write it as e.g. {key}: {default:g}"
             )
-        if value < minimum:
-            raise ConfigError(f"cluster {self.name!r}: {key} is {value:g}; at least {minimum:g}")
-        return float(value)
+        if number < minimum:
+            raise ConfigError(f"cluster {self.name!r}: {key} is {number:g}; at least {minimum:g}")
+        return number
 
     def whole_number(self, key: str, default: int, *, minimum: int = 1) -> int:
         """A whole-number setting; ``ConfigError`` as ``number`` says."""
@@ -97,9 +112,10 @@ def parse_config(data: Any, *, source: Path | None = None) -> Config:
         return Config(clusters=clusters, source=source)
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}the configuration must be a mapping with a `clusters:` list")
-    unknown = sorted(str(k) for k in data if k != "clusters")
+    unknown = sorted(show(k) for k in data if k != "clusters")
     if unknown:
-        raise ConfigError(f"{where}unknown top-level key(s) {unknown}; only `clusters` is read")
+        names = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5:,} more" if unknown[5:] else "")
+        raise ConfigError(f"{where}unknown top-level key(s) {names}; only `clusters` is read")
     entries = data.get("clusters") or []
     if not isinstance(entries, list):
         raise ConfigError(f"{where}`clusters` must be a list of clusters")
@@ -111,7 +127,8 @@ def parse_config(data: Any, *, source: Path | None = None) -> Config:
         name, adapter = entry.get("name"), entry.get("adapter")
         if not isinstance(name, str) or not _NAME.match(name):
             problems.append(
-                f"clusters[{index}].name must be lowercase letters, digits and '-' (got {name!r})"
+                f"clusters[{index}].name must be lowercase letters, digits and '-', at most "
+                f"63 characters (got {show(name)})"
             )
             continue
         if not isinstance(adapter, str) or not adapter:
@@ -123,7 +140,7 @@ def parse_config(data: Any, *, source: Path | None = None) -> Config:
         settings = {k: v for k, v in entry.items() if k not in ("name", "adapter")}
         clusters[name] = ClusterConfig(name=name, adapter=adapter, settings=settings)
     if problems:
-        raise ConfigError(where + "; ".join(problems))
+        raise ConfigError(where + listed(problems))
     return Config(clusters=clusters, source=source)
 
 
@@ -146,5 +163,5 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
     try:
         data = yaml12.load(text)
     except yaml12.YAMLError as exc:
-        raise ConfigError(f"{file}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{file}: not valid YAML: {clip(str(exc))}") from None
     return parse_config(data, source=file)

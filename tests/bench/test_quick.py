@@ -109,6 +109,14 @@ def test_reliability_has_no_violation_no_loss_no_crash(results: dict[str, Any]) 
         assert len(run["killedAt"]) == run["kills"], run  # every kill hit a live supervisor
     assert reliability["fuzz"]["crashes"] == 0
     assert reliability["fuzz"]["specs"] > 0 and reliability["fuzz"]["runtimes"] > 0
+    # text through the entry points: every kind, every family, answers of both kinds
+    inputs = reliability["fuzz"]["inputs"]
+    assert set(inputs) == {"spec", "config", "runtime", "dump"}
+    for kind, found in inputs.items():
+        assert found["crashes"] == 0, found["crashSamples"]
+        assert found["cases"] == found["accepted"] + found["refused"] > 0, kind
+        assert all(family["cases"] > 0 for family in found["families"].values()), kind
+        assert found["accepted"] > 0 and found["refused"] > 0, kind
 
 
 def test_every_fault_run_created_one_trainjob_per_job(results: dict[str, Any]) -> None:

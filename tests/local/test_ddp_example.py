@@ -42,11 +42,21 @@ def _digests(folder: Path) -> dict[str, str]:
     }
 
 
-def test_ddp_example_succeeds_and_attempts_never_overwrite_checkpoints(tmp_path: Path) -> None:
+def test_ddp_example_succeeds_and_attempts_never_overwrite_checkpoints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # torchrun's banner shows without it
     harness = Harness(tmp_path)
     first = harness.start(_job(tmp_path, epochs=2), 1)
     outcome = harness.wait_end(first, timeout=300).outcome
     assert outcome.state is State.SUCCEEDED, outcome
+    # the output is the training lines, not warnings (issue 26: torch without numpy warned in
+    # every process, torchrun printed its OMP_NUM_THREADS banner on every node)
+    output = "\n".join(harness.run(_lines(harness, first)))
+    assert "attempt 1 epoch 2: loss" in output
+    assert "Failed to initialize NumPy" not in output
+    assert "Setting OMP_NUM_THREADS environment variable" not in output
+    assert "Warning" not in output, output
     folder = tmp_path / "checkpoints" / "ddp-demo-1"
     assert sorted(p.name for p in (folder / "attempt-1").iterdir()) == ["epoch-1", "epoch-2"]
     before = _digests(folder / "attempt-1")

@@ -37,8 +37,27 @@ def test_torchrun_runs_once_per_node_with_the_pet_variables() -> None:
     assert launch.processes[1].argv == ("torchrun", "train.py", "--lr", "1")
     assert (env["PET_NNODES"], env["PET_NODE_RANK"], env["PET_NPROC_PER_NODE"]) == ("2", "1", "2")
     assert (env["PET_MASTER_ADDR"], env["PET_MASTER_PORT"]) == ("127.0.0.1", "29500")
-    assert "RANK" not in env and "OMP_NUM_THREADS" not in env
+    assert "RANK" not in env
     assert env["DISPATCH_ATTEMPT"] == "2" and env["DISPATCH_JOB"] == "t-1"
+
+
+def test_torchrun_gets_the_omp_threads_it_would_set_unless_someone_set_them() -> None:
+    # torchrun sets OMP_NUM_THREADS=1 for several processes per node, with a banner in every
+    # node's log, when its environment lacks it; dispatch sets it first so there is no banner
+    torchrun = {"command": ["torchrun", "train.py"]}
+    assert _launch(_job(**torchrun)).processes[0].env["OMP_NUM_THREADS"] == "1"
+    assert "OMP_NUM_THREADS" not in _launch(_job(**torchrun, procsPerNode=1)).processes[0].env
+    mine = _job(**torchrun, env={"OMP_NUM_THREADS": "4"})
+    assert _launch(mine).processes[0].env["OMP_NUM_THREADS"] == "4"
+    inherited = build_launch(
+        _job(**torchrun),
+        1,
+        working_dir="/w",
+        master_port=29500,
+        inherited={"PATH": "/usr/bin", "OMP_NUM_THREADS": "3"},
+        python_dir="/venv/bin",
+    )
+    assert "OMP_NUM_THREADS" not in inherited.processes[0].env  # the caller's 3 is inherited
 
 
 def test_per_rank_mode_sets_torch_variables_that_the_spec_cannot_override() -> None:

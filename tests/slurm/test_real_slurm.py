@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import stat
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -31,7 +31,7 @@ from dispatch.model import (
 from tests.slurm.conftest import run
 from tests.slurm.realslurm import RealSlurm
 
-ENV_DUMP = "env | grep -E '^(PET_|DISPATCH_|RANK=|LOCAL_RANK=|WORLD_SIZE=|LOCAL_WORLD_SIZE=|MASTER_|SLURMD_NODENAME=|EPOCHS=)' | sort"
+ENV_DUMP = "env | grep -E '^(PET_|DISPATCH_|RANK=|LOCAL_RANK=|WORLD_SIZE=|LOCAL_WORLD_SIZE=|MASTER_|SLURMD_NODENAME=|EPOCHS=|OMP_NUM_THREADS=)' | sort"
 
 
 class RecordingRunner:
@@ -42,9 +42,15 @@ class RecordingRunner:
         self.transport: Transport = inner.transport
         self.argvs: list[list[str]] = []
 
-    async def run(self, argv: Sequence[str], *, stdin: str | None = None) -> CommandResult:
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
         self.argvs.append(list(argv))
-        return await self.inner.run(argv, stdin=stdin)
+        return await self.inner.run(argv, stdin=stdin, env=env)
 
 
 class CountingClock(SystemClock):
@@ -79,7 +85,10 @@ async def output_of(adapter: SlurmAdapter, handle: AttemptHandle, rank: int) -> 
     return dict(line.split("=", 1) for line in lines if "=" in line)
 
 
-def test_success_on_two_nodes_with_rank_env_on_each(slurm: SlurmAdapter) -> None:
+def test_success_on_two_nodes_with_rank_env_on_each(
+    slurm: SlurmAdapter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     job = make_job(
         "ok", nodes=2, procsPerNode=2, command=["sh", "-c", ENV_DUMP], env={"EPOCHS": "3"}
     )
@@ -113,6 +122,7 @@ def test_success_on_two_nodes_with_rank_env_on_each(slurm: SlurmAdapter) -> None
         assert env["MASTER_PORT"] == env["PET_MASTER_PORT"]
         assert (env["RANK"], env["LOCAL_RANK"]) == (str(rank), str(rank % 2))
         assert (env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"]) == ("4", "2")
+        assert env["OMP_NUM_THREADS"] == "1"  # as torchrun sets it, two ranks per node
     assert len({env["PET_MASTER_PORT"] for env in outputs}) == 1
 
 

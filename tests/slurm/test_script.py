@@ -82,7 +82,13 @@ def test_a_value_a_batch_script_cannot_carry_is_refused() -> None:
 
 
 def test_command_builders() -> None:
-    assert cmd.build_sbatch_command(hold=True) == ["sbatch", "--parsable", "--hold"]
+    assert cmd.build_sbatch_command(hold=True, export=["PATH", "HOME"]) == [
+        "sbatch",
+        "--parsable",
+        "--hold",
+        "--export=HOME,PATH",
+    ]
+    assert cmd.build_sbatch_command()[-1] == "--export=NONE"
     assert cmd.build_sacct_command(["7", "9"])[-1] == "--jobs=7,9"
     assert cmd.build_squeue_name_command("dispatch-x-a1") == [
         "squeue",
@@ -155,3 +161,13 @@ def test_settings_name_every_problem(tmp_path: Path) -> None:
     message = str(error.value)
     for part in ("colour", "host", "outputDir", "accounting", "pollInterval"):
         assert part in message
+
+
+def test_omp_threads_default_only_for_several_ranks_per_node_and_yields_to_the_spec() -> None:
+    line = 'export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"'
+    assert line in build_sbatch_script(PROCS, IDENTITY, output_dir="/out").splitlines()
+    one = PROCS.model_copy(update={"procs_per_node": 1})
+    assert "OMP_NUM_THREADS" not in build_sbatch_script(one, IDENTITY, output_dir="/out")
+    mine = PROCS.model_copy(update={"env": {"OMP_NUM_THREADS": "4"}})
+    script = build_sbatch_script(mine, IDENTITY, output_dir="/out").splitlines()
+    assert line not in script and "export OMP_NUM_THREADS=4" in script

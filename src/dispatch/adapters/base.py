@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from dispatch.adapters.secrets import SecretStore
 from dispatch.clock import Clock, SystemClock
 from dispatch.config import ClusterConfig
 from dispatch.model import (
@@ -39,10 +40,16 @@ from dispatch.model import (
 
 @dataclass(frozen=True, slots=True)
 class AdapterContext:
-    """What an adapter is given besides its cluster: time, and a folder of its own for state."""
+    """What an adapter is given besides its cluster: time, a folder of its own for state, and
+    where the kept values of jobs' ``secretEnv`` are (``adapters.secrets``)."""
 
     state_dir: Path
     clock: Clock = field(default_factory=SystemClock)
+    secrets: SecretStore | None = None
+
+    def secret_values(self, job: Job) -> dict[str, str]:
+        """The values of ``job``'s ``secretEnv`` now (``InvalidSpec`` when one is missing)."""
+        return (self.secrets or SecretStore(self.state_dir / "secrets")).values(job)
 
 
 @runtime_checkable

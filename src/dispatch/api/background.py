@@ -38,6 +38,8 @@ IDLE_CHECK_INTERVAL = 5.0
 def ensure_supervisor(env: Environment) -> int:
     """Start a detached background supervisor for ``env``'s state directory; returns its pid."""
     env.state_dir.mkdir(parents=True, exist_ok=True)
+    # the supervisor's own environment (its adapters read e.g. KUBECONFIG); the ranks never
+    # see it: theirs was captured with each job at submit (model.environ)
     variables = dict(os.environ)
     variables["DISPATCH_STATE_DIR"] = str(env.state_dir)
     if env.config.source is not None:

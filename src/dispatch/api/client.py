@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import os
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from pathlib import Path
 
 from dispatch.adapters.base import OUTPUT_GONE, OutputReader
+from dispatch.adapters.secrets import capture_secrets, resolve_secret_files
 from dispatch.api.background import ensure_supervisor
 from dispatch.api.environment import Environment
 from dispatch.api.status import JobStatus
 from dispatch.model import (
     CapabilityReport,
     Evidence,
+    InvalidSpec,
     Job,
     JobFailed,
     JobSpec,
@@ -27,10 +30,12 @@ from dispatch.model import (
     NotFound,
     PermanentError,
     Plan,
+    SpecProblem,
     State,
     load_spec,
     resolve_working_dir,
 )
+from dispatch.model.environ import capture_environment
 from dispatch.records import SqliteRecords
 from dispatch.supervise import Supervisor
 
@@ -111,8 +116,14 @@ class AsyncClient:
         method); a relative ``workingDir`` is resolved against ``spec_file``'s folder.
         """
         spec, spec_file = as_spec(spec, spec_file)
-        spec = resolve_working_dir(spec, spec_file)
-        job = Job(id=f"{spec.name}-{PREVIEW_SUFFIX}", spec=spec, created_at=self.env.clock.now())
+        spec = resolve_secret_files(resolve_working_dir(spec, spec_file), spec_file)
+        environment, _ = capture_environment(spec.inherit_env, os.environ)
+        job = Job(
+            id=f"{spec.name}-{PREVIEW_SUFFIX}",
+            spec=spec,
+            created_at=self.env.clock.now(),
+            environment=environment,
+        )
         return await self.env.adapter(spec.cluster).plan(job, 1)
 
     # --- submitting ---------------------------------------------------------------------------
@@ -121,9 +132,24 @@ class AsyncClient:
         self, spec: SpecLike, spec_file: str | Path | None, *, held_by: str | None = None
     ) -> Job:
         spec, spec_file = as_spec(spec, spec_file)
-        spec = resolve_working_dir(spec, spec_file)
+        spec = resolve_secret_files(resolve_working_dir(spec, spec_file), spec_file)
+        # the ranks' environment is captured here, whatever process later starts them
+        environment, missing = capture_environment(spec.inherit_env, os.environ)
+        if missing:
+            raise InvalidSpec(
+                [
+                    SpecProblem(
+                        "inheritEnv",
+                        f"names {', '.join(missing)}, not set in the environment of this submit",
+                        "set it in the shell that submits, or remove it from inheritEnv",
+                    )
+                ]
+            )
+        secrets = capture_secrets(spec, os.environ)
         (await self.capabilities(spec)).raise_if_refused()
-        return self.records.create_job(spec, held_by=held_by)
+        job = self.records.create_job(spec, held_by=held_by, environment=environment)
+        self.env.secrets.keep(job.id, secrets)
+        return job
 
     async def submit(
         self, spec: SpecLike, *, spec_file: str | Path | None = None, hold: bool = False

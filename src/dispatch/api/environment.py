@@ -11,6 +11,7 @@ from pathlib import Path
 
 from dispatch.adapters.base import Adapter, AdapterContext
 from dispatch.adapters.registry import open_adapter
+from dispatch.adapters.secrets import SecretStore
 from dispatch.clock import Clock, IdGenerator, RandomIds, SystemClock
 from dispatch.config import Config, load_config, state_dir
 from dispatch.records import SqliteRecords, database_path
@@ -47,7 +48,14 @@ class Environment:
         return SqliteRecords(database_path(self.state_dir), clock=self.clock, ids=self.ids)
 
     def adapter_context(self, cluster: str) -> AdapterContext:
-        return AdapterContext(state_dir=self.state_dir / "clusters" / cluster, clock=self.clock)
+        return AdapterContext(
+            state_dir=self.state_dir / "clusters" / cluster, clock=self.clock, secrets=self.secrets
+        )
+
+    @property
+    def secrets(self) -> SecretStore:
+        """Where the ``fromEnv`` values of jobs' ``secretEnv`` are kept (0600, not records)."""
+        return SecretStore(self.state_dir / "secrets")
 
     def adapter(self, cluster: str) -> Adapter:
         """The adapter bound to the configured cluster ``cluster`` (opened once, then cached).

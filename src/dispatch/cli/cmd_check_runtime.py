@@ -36,6 +36,7 @@ from dispatch.cli.common import (
 )
 from dispatch.config import load_config
 from dispatch.model import ConfigError, DispatchError, yaml12
+from dispatch.model.shown import clip, show
 
 if TYPE_CHECKING:
     from dispatch.adapters.kubeflow.planning.rules import RuntimeVerdict
@@ -83,7 +84,7 @@ def read_runtime(path: str) -> Mapping[str, Any]:
     try:
         documents = [doc for doc in yaml12.load_all(text) if doc is not None]
     except yaml12.YAMLError as exc:
-        raise ValueError(f"{path} is not valid YAML or JSON: {exc}") from None
+        raise ValueError(f"{path} is not valid YAML or JSON: {clip(str(exc))}") from None
     except RecursionError:
         raise ValueError(f"{path} is nested too deeply to read") from None
     if len(documents) != 1:
@@ -93,7 +94,7 @@ def read_runtime(path: str) -> Mapping[str, Any]:
     kind = runtime.get("kind")
     if kind not in RUNTIME_KINDS:
         raise ValueError(
-            f"{path} is not a Trainer runtime: its kind is {kind!r}, expected one of "
+            f"{path} is not a Trainer runtime: its kind is {show(kind)}, expected one of "
             f"{', '.join(RUNTIME_KINDS)}"
         )
     metadata = runtime.get("metadata")

@@ -26,7 +26,9 @@ from dispatch.model import load_spec
 @report_errors
 def command(settings: Settings, spec_file: str, show_jobset: bool, output: str) -> None:
     """Show the capability answers, every refusal, the weakened-identity reason and the exact
-    objects (or processes, or script) the job's first attempt would create. Creates nothing.
+    objects (or processes, or script) the job's first attempt would create, with what each
+    runs: its command line, working directory and the names of the variables it sets (their
+    values only with -o json, and never secretEnv's). Creates nothing.
     Exit 1 when the job would be refused, 3 when its cluster cannot be asked."""
     spec = load_spec(spec_file)
     api = client(settings, background=False)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
+import shlex
+import textwrap
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import click
 
 from dispatch.api import JobStatus
 from dispatch.cli.common import emit_json
-from dispatch.model import Plan, State
+from dispatch.model import Artifact, Plan, State
 
 _COLORS = {
     State.SUCCEEDED: "green",
@@ -95,6 +100,88 @@ def plan_lines(plan: Plan) -> list[str]:
     for artifact in plan.artifacts:
         who = "Trainer would create" if artifact.kind == "JobSet" else "would create"
         lines.append(f"  {who} {artifact.kind} {artifact.name}")
+        for label, text in artifact_facts(artifact):
+            lead = f"      {label:<13}"
+            if label == "argv":  # kept whole, to be copied
+                lines.append(lead + text)
+                continue
+            lines += textwrap.wrap(
+                text,
+                width=100,
+                initial_indent=lead,
+                subsequent_indent=" " * len(lead),
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+    if any(
+        label.endswith(("env", "Env")) for a in plan.artifacts for label, _ in artifact_facts(a)
+    ):
+        lines.append(
+            "  variables are named, not shown (-o json shows env's values, never secretEnv's)"
+        )
     for note in plan.notes:
         lines.append(f"  note: {note}")
     return lines
+
+
+#: a batch script's lines that set the environment, its working directory, and its command
+_EXPORT = re.compile(r"^export ([A-Za-z_][A-Za-z0-9_]*)=", re.MULTILINE)
+_CHDIR = re.compile(r"^#SBATCH --chdir=(.*)$", re.MULTILINE)
+_EXEC = re.compile(r"^exec (.*)$", re.MULTILINE)
+
+
+def artifact_facts(artifact: Artifact) -> list[tuple[str, str]]:
+    """What an artifact runs, as text: its command line, working directory and the *names* of
+    the variables it sets (never their values, which may be secret: ``-o json`` shows the
+    artifact whole). Empty for an artifact that runs nothing (a runtime copy, a JobSet)."""
+    content = artifact.content
+    if isinstance(content, str):
+        return _script_facts(content) if artifact.kind == "sbatch-script" else []
+    if artifact.kind == "TrainJob":
+        trainer = _mapping(_mapping(content.get("spec")).get("trainer"))
+        argv = [*(trainer.get("command") or ()), *(trainer.get("args") or ())]
+        facts = [("argv", shlex.join(map(str, argv)) or "the runtime's command")]
+        facts.append(("cwd", "the image's working directory"))
+        return facts + _env_facts("env", trainer.get("env"))
+    argv = content.get("argv", content.get("command"))
+    facts = []
+    if isinstance(argv, list | tuple):
+        facts.append(("argv", shlex.join(map(str, argv))))
+    if content.get("stdin"):
+        facts.append(("stdin", f"the {content['stdin']}"))
+    if content.get("cwd"):
+        facts.append(("cwd", str(content["cwd"])))
+    facts += _env_facts("env", content.get("env"))
+    facts += _env_facts("inheritedEnv", content.get("inheritedEnv"))
+    facts += _env_facts("secretEnv", content.get("secretEnv"), "values never shown")
+    return facts
+
+
+def _script_facts(script: str) -> list[tuple[str, str]]:
+    """A batch script's command (its ``exec`` line), ``--chdir`` and exported names."""
+    command, chdir = _EXEC.search(script), _CHDIR.search(script)
+    facts = [("argv", command.group(1))] if command else []
+    facts.append(("cwd", chdir.group(1).strip('"') if chdir else "sbatch's (no workingDir)"))
+    return facts + _env_facts("env", _EXPORT.findall(script))
+
+
+def _env_facts(label: str, variables: Any, why: str = "") -> list[tuple[str, str]]:
+    """One line naming the variables of a mapping, a list of names, or a Kubernetes env list."""
+    names = list(_names(variables))
+    if not names:
+        return []
+    return [(label, ", ".join(names) + (f" ({why})" if why else ""))]
+
+
+def _names(variables: Any) -> Iterable[str]:
+    if isinstance(variables, Mapping):
+        return (str(name) for name in variables)
+    if isinstance(variables, list | tuple):
+        return (
+            str(item.get("name")) if isinstance(item, Mapping) else str(item) for item in variables
+        )
+    return ()
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}

@@ -58,17 +58,33 @@ class PermanentError(DispatchError):
     """Trying the same operation again cannot succeed; something must change first."""
 
 
-class InvalidSpec(PermanentError, ValueError):
-    """A job spec (or config file) is malformed. Carries every problem found, not just the first."""
+#: problems an ``InvalidSpec`` lists
+MAX_LISTED = 20
 
-    def __init__(self, problems: Iterable[SpecProblem], *, source: str | None = None) -> None:
-        self.problems = tuple(problems)
+
+class InvalidSpec(PermanentError, ValueError):
+    """A job spec (or config file) is malformed. Carries the problems found, not just the first
+    (up to ``MAX_LISTED`` of them; ``total`` counts them all)."""
+
+    def __init__(
+        self,
+        problems: Iterable[SpecProblem],
+        *,
+        source: str | None = None,
+        total: int | None = None,
+    ) -> None:
+        every = tuple(problems)
+        #: the first ``MAX_LISTED`` problems (a list of a million wrong items is not echoed)
+        self.problems = every[:MAX_LISTED]
+        #: how many there are, listed or not (``total`` when the caller counted more)
+        self.total = max(total or 0, len(every))
         self.source = source
         where = f"{source}: " if source else ""
-        count = len(self.problems)
         lines = "\n".join(f"  - {p}" for p in self.problems)
-        plural = "" if count == 1 else "s"
-        super().__init__(f"{where}{count} problem{plural} in the job spec:\n{lines}")
+        if self.total > len(self.problems):
+            lines += f"\n  - ... and {self.total - len(self.problems):,} more: fix these first"
+        plural = "" if self.total == 1 else "s"
+        super().__init__(f"{where}{self.total:,} problem{plural} in the job spec:\n{lines}")
 
 
 class ConfigError(PermanentError):

@@ -13,11 +13,17 @@ from dispatch.model.spec import JobSpec
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """A job dispatch accepted: its id (unique, stable), its spec, and when it was submitted."""
+    """A job dispatch accepted: its id (unique, stable), its spec, and when it was submitted.
+
+    ``environment`` holds the variables captured from the submitting process at submit (the
+    base and ``inheritEnv``, ``model.environ``); None for a job recorded before dispatch
+    captured them, whose ranks get the base of the process that starts the attempt.
+    """
 
     id: str
     spec: JobSpec
     created_at: float
+    environment: Mapping[str, str] | None = None
 
     @property
     def cluster(self) -> str:

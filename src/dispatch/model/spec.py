@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import reprlib
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
@@ -25,8 +24,10 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from dispatch.model import yaml12
-from dispatch.model.errors import InvalidSpec, SpecProblem
+from dispatch.model.environ import SecretSource
+from dispatch.model.errors import MAX_LISTED, InvalidSpec, SpecProblem
 from dispatch.model.recovery import RecoveryPolicy
+from dispatch.model.shown import listed, show
 from dispatch.model.units import parse_cpu, parse_duration, parse_memory
 
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -98,6 +99,8 @@ class JobSpec(BaseModel):
     command: tuple[str, ...] = Field(min_length=1)
     args: tuple[str, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
+    inherit_env: tuple[str, ...] = Field(default=(), alias="inheritEnv")
+    secret_env: dict[str, SecretSource] = Field(default_factory=dict, alias="secretEnv")
     image: str | None = None
     resources: Resources = Resources()
     time_limit: float | None = Field(default=None, alias="timeLimit")
@@ -155,27 +158,46 @@ class JobSpec(BaseModel):
         # YAML turns `EPOCHS: 3` into an int; environment values are strings, so say so.
         for key, item in value.items():
             if not isinstance(item, str):
+                name = key if isinstance(key, str) and len(key) <= 60 else show(key)
                 problems.append(
-                    f"value of {key!r} is {type(item).__name__}, not a string; "
-                    f'quote it in YAML, e.g. {key}: "{item}"'
+                    f"value of {show(key)} is {type(item).__name__}, not a string; "
+                    f'quote it in YAML, e.g. {name}: "{show(item)}"'
                 )
             elif "\0" in item:
                 problems.append(
-                    f"value of {key!r} contains a NUL character, which no environment holds"
+                    f"value of {show(key)} contains a NUL character, which no environment holds"
                 )
-        bad = [k for k in value if not isinstance(k, str) or not ENV_NAME.match(k)]
+        bad = [show(k) for k in value if not isinstance(k, str) or not ENV_NAME.match(k)]
         if bad:
-            problems.append(f"invalid variable name(s) {bad}: use letters, digits and '_'")
+            problems.append(
+                f"invalid variable name(s) {', '.join(bad[:5])}"
+                + (f" and {len(bad) - 5:,} more" if bad[5:] else "")
+                + ": use letters, digits and '_'"
+            )
         reserved = sorted(
             k for k in value if isinstance(k, str) and k.upper().startswith(RESERVED_ENV_PREFIX)
         )
         if reserved:
             problems.append(
-                f"sets {', '.join(reserved)}: the prefix DISPATCH_ is reserved for the identity "
-                "dispatch publishes to every rank; rename the variable(s)"
+                f"sets {', '.join(show(k) for k in reserved[:5])}"
+                + (" ..." if reserved[5:] else "")
+                + ": the prefix DISPATCH_ is reserved for the identity dispatch publishes to "
+                "every rank; rename the variable(s)"
             )
         if problems:
-            raise ValueError("; ".join(problems))
+            raise ValueError(listed(problems, 5))
+        return value
+
+    @field_validator("inherit_env", "secret_env", mode="after")
+    @classmethod
+    def _env_names(cls, value: Any) -> Any:
+        bad = [k for k in value if not ENV_NAME.match(k)]
+        if bad:
+            shown = [k[:60] for k in bad[:5]]
+            raise ValueError(f"invalid variable name(s) {shown}: use letters, digits and '_'")
+        reserved = sorted(k for k in value if k.upper().startswith(RESERVED_ENV_PREFIX))
+        if reserved:
+            raise ValueError(f"names {', '.join(reserved[:5])}: the prefix DISPATCH_ is reserved")
         return value
 
     @field_validator("time_limit", mode="before")
@@ -187,6 +209,13 @@ class JobSpec(BaseModel):
     def _cross_field(self) -> JobSpec:
         if self.queue is not None and not self.queue.strip():
             raise ValueError("queue is empty; remove it or name a queue")
+        named = [set(self.env), set(self.inherit_env), set(self.secret_env)]
+        twice = sorted((named[0] & named[1]) | (named[0] & named[2]) | (named[1] & named[2]))
+        if twice:
+            raise ValueError(
+                f"{', '.join(twice[:5])} given in more than one of env, inheritEnv and "
+                "secretEnv: a variable comes from one place"
+            )
         if self.nodes * self.ranks_per_node > MAX_WORLD_SIZE:
             raise ValueError(
                 f"nodes x procsPerNode is {self.nodes * self.ranks_per_node:,} ranks; at most "
@@ -226,6 +255,9 @@ _FIELD_FIXES = {
     "command": 'write the command as a list, e.g. command: ["python", "train.py"]',
     "timeLimit": "write it as e.g. '30m' or '2h'",
     "env": 'write env as a mapping of strings, e.g. env: {EPOCHS: "3"}',
+    "inheritEnv": "write inheritEnv as a list of variable names, e.g. inheritEnv: [WANDB_MODE]",
+    "secretEnv": "write e.g. secretEnv: {HF_TOKEN: {fromEnv: HF_TOKEN}} or "
+    "{TOKEN: {fromFile: ~/.secrets/token}}",
 }
 
 
@@ -260,7 +292,8 @@ def _loc_to_field(loc: tuple[int | str, ...]) -> str:
         elif item in ("function-after", "function-before", "function-plain"):
             continue
         else:
-            parts.append(("." if parts else "") + str(item))
+            text = str(item)  # a key of the input: bounded as every echoed value
+            parts.append(("." if parts else "") + (text if len(text) <= 60 else text[:57] + "..."))
     return "".join(parts) or "(document)"
 
 
@@ -299,16 +332,6 @@ def _nested_model(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
     return model
 
 
-def _short_repr() -> reprlib.Repr:
-    shortened = reprlib.Repr()
-    shortened.maxlevel, shortened.maxdict, shortened.maxlist, shortened.maxtuple = 2, 4, 4, 4
-    shortened.maxstring = shortened.maxother = 40
-    return shortened
-
-
-_SHORT_REPR = _short_repr()
-
-
 def _problem(error: ErrorDetails) -> SpecProblem:
     loc = tuple(error["loc"])
     field = _loc_to_field(loc)
@@ -332,15 +355,16 @@ def _problem(error: ErrorDetails) -> SpecProblem:
         top = str(loc[0]) if loc else ""
         fix = _FIELD_FIXES.get(top, "")
         if "input" in error and kind not in ("value_error",):
-            shown = _SHORT_REPR.repr(error["input"])  # bounded work on any value
+            shown = show(error["input"])  # bounded work on any value, huge integers too
             if len(shown) <= 60:
                 message = f"{message} (got {shown})"
     return SpecProblem(field=field, message=message, fix=fix)
 
 
 def spec_problems(error: ValidationError) -> list[SpecProblem]:
-    """Every problem in a pydantic validation error, translated for people."""
-    return [_problem(e) for e in error.errors(include_url=False)]
+    """The problems in a pydantic validation error, translated for people: the first
+    ``MAX_LISTED`` (``error.error_count()`` says how many there are)."""
+    return [_problem(e) for e in error.errors(include_url=False)[:MAX_LISTED]]
 
 
 def parse_spec(data: Any, *, source: str | None = None) -> JobSpec:
@@ -372,7 +396,7 @@ def parse_spec(data: Any, *, source: str | None = None) -> JobSpec:
     try:
         return JobSpec.model_validate(dict(data))
     except ValidationError as exc:
-        raise InvalidSpec(spec_problems(exc), source=source) from None
+        raise InvalidSpec(spec_problems(exc), source=source, total=exc.error_count()) from None
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         # A validator tripped on input it could not even describe; still an InvalidSpec.
         raise InvalidSpec([SpecProblem("(document)", str(exc))], source=source) from None

@@ -7,6 +7,8 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from dispatch.model.shown import show
+
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _UNIT_SECONDS = (86400, 3600, 60, 1)
 
@@ -24,26 +26,37 @@ def parse_duration(text: str | int | float) -> float:
     if isinstance(text, bool):
         raise ValueError("a duration is a string such as '30m' or a number of seconds")
     if isinstance(text, int | float):
-        if not math.isfinite(text) or text <= 0:
+        seconds = _float(text)
+        if not math.isfinite(seconds) or seconds <= 0:
             raise ValueError("a duration must be a positive, finite number of seconds")
-        return float(text)
+        return seconds
     if not isinstance(text, str):
         raise ValueError("a duration is a string such as '30m' or a number of seconds")
     value = text.strip()
-    if value.isdigit():
-        seconds = float(int(value))
+    if value.isdecimal():
+        seconds = float(value)  # any number of digits: past float's range, inf (refused below)
     else:
         match = _DURATION.match(value)
         if not value or not match or not any(match.groups()):
             raise ValueError(
-                f"{text!r} is not a duration; write it as e.g. '45s', '30m', '1h30m' or '2d'"
+                f"{show(text)} is not a duration; write it as e.g. '45s', '30m', '1h30m' or '2d'"
             )
-        seconds = float(
-            sum(int(g) * unit for g, unit in zip(match.groups(), _UNIT_SECONDS, strict=True) if g)
+        seconds = sum(
+            float(g) * unit for g, unit in zip(match.groups(), _UNIT_SECONDS, strict=True) if g
         )
+    if not math.isfinite(seconds):
+        raise ValueError(f"{show(text)} is longer than any duration dispatch can wait")
     if seconds <= 0:
         raise ValueError("a duration must be positive")
     return seconds
+
+
+def _float(number: int | float) -> float:
+    """``float(number)``; infinity for an integer past float's range (``float`` raises)."""
+    try:
+        return float(number)
+    except OverflowError:
+        return math.inf if number > 0 else -math.inf
 
 
 def format_duration(seconds: float) -> str:
@@ -69,27 +82,31 @@ def parse_memory(text: str | int) -> int:
         if text <= 0:
             raise ValueError("memory must be positive")
         if text > MAX_MEMORY:
-            raise ValueError(f"{text} bytes is more than a 64-bit byte count holds")
+            raise ValueError(
+                "that many bytes is more than a 64-bit byte count holds; at most 8Ei - 1"
+            )
         return text
     if not isinstance(text, str):
         raise ValueError("memory is a quantity such as '4Gi' or '512Mi'")
     match = _QUANTITY.match(text.strip())
     if not match:
-        raise ValueError(f"{text!r} is not a memory quantity; write it as e.g. '4Gi' or '512Mi'")
+        raise ValueError(
+            f"{show(text)} is not a memory quantity; write it as e.g. '4Gi' or '512Mi'"
+        )
     number, suffix = match.groups()
     if suffix and suffix not in _BINARY and suffix not in _DECIMAL:
         raise ValueError(
-            f"{text!r} has an unknown unit {suffix!r}; use Ki, Mi, Gi, Ti or k, M, G, T"
+            f"{show(text)} has an unknown unit {suffix!r}; use Ki, Mi, Gi, Ti or k, M, G, T"
         )
     try:
         amount = Decimal(number) * (_BINARY.get(suffix) or _DECIMAL.get(suffix) or 1)
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
-        raise ValueError(f"{text!r} is not a memory quantity") from exc
+        raise ValueError(f"{show(text)} is not a memory quantity") from exc
     if amount <= 0:
         raise ValueError("memory must be positive")
     if amount > MAX_MEMORY:
         raise ValueError(
-            f"{text!r} is more memory than a 64-bit byte count holds (cgroups and Kubernetes "
+            f"{show(text)} is more memory than a 64-bit byte count holds (cgroups and Kubernetes "
             "would wrap it); at most 8Ei - 1"
         )
     return int(amount)
@@ -100,14 +117,14 @@ def parse_cpu(text: str | int | float) -> float:
     if isinstance(text, bool):
         raise ValueError("cpu is a number such as 2, '0.5' or '500m'")
     if isinstance(text, int | float):
-        value = float(text)
+        value = _float(text)
     elif not isinstance(text, str):
         raise ValueError("cpu is a number such as 2, '0.5' or '500m'")
     else:
         match = _CPU.match(text.strip())
         if not match:
             raise ValueError(
-                f"{text!r} is not a CPU quantity; write it as e.g. '2', '0.5' or '500m'"
+                f"{show(text)} is not a CPU quantity; write it as e.g. '2', '0.5' or '500m'"
             )
         value = float(match.group(1)) / (1000 if match.group(2) else 1)
     if not math.isfinite(value) or value <= 0:
@@ -118,7 +135,10 @@ def parse_cpu(text: str | int | float) -> float:
 def quantity_value(text: object) -> int:
     """A Kubernetes quantity rounded up to a whole number, as Go's ``Quantity.Value()``
     (``500m`` -> 1, ``1Gi`` -> 1073741824, ``2`` -> 2); 0 for what is not a quantity."""
-    s = str(text).strip()
+    try:
+        s = str(text).strip()
+    except ValueError:  # an integer past the 4,300 digits Python prints
+        return 0
     scales: dict[str, Decimal | int] = {"m": Decimal("0.001"), **_BINARY, **_DECIMAL}
     number: str = s
     scale: Decimal | int = 1

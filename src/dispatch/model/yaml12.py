@@ -6,7 +6,8 @@
   stays the text written; an impossible date is not a crash).
 * **Bounded**: a document whose aliases expand to more than ``MAX_ALIAS_EXPANSION`` values
   (a "billion laughs" bomb is a few hundred bytes), a recursive alias, or nesting deeper than
-  ``MAX_DEPTH`` is refused before anything walks it.
+  ``MAX_DEPTH`` is refused before anything walks it; a text longer than ``MAX_TEXT`` before
+  it is parsed (dumps, which may be tens of megabytes, pass ``max_chars=None``).
 * **One error type**: whatever the input, ``load`` raises ``YAMLError`` (bad ``!!int`` or
   ``!!timestamp`` values, unknown tags, nesting the parser cannot hold included), never a
   ``ValueError`` or ``RecursionError`` traceback.
@@ -32,19 +33,24 @@ if TYPE_CHECKING:
 MAX_ALIAS_EXPANSION = 10_000
 #: how deeply collections may nest (Kubernetes objects nest about 20 deep)
 MAX_DEPTH = 200
+#: characters a text may have (job specs, configuration files and runtimes are a few KB):
+#: reading takes some 10 µs a value, so a text of this size is read in well under a second
+MAX_TEXT = 256 * 1024
 
 _DROPPED = ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp")
 
 
 def _check_node(node: Any) -> None:
     """Refuse a composed document whose aliases expand too far, that refers to itself, or that
-    nests too deeply. Iterative, and linear in the distinct nodes (aliases share nodes)."""
+    nests too deeply. Iterative, and linear in the distinct nodes (aliases share nodes);
+    scalars, most of the nodes, are counted without a visit of their own."""
     import yaml
 
-    if node is None:
+    if node is None or isinstance(node, yaml.ScalarNode):
         return
-    size: dict[int, int] = {}
+    size: dict[int, int] = {}  # expanded values under each collection, itself included
     height: dict[int, int] = {}
+    scalars: set[int] = set()
     on_path: set[int] = set()
     stack: list[tuple[Any, bool]] = [(node, False)]
     while stack:
@@ -53,9 +59,16 @@ def _check_node(node: Any) -> None:
         children = _children(current)
         if done:
             on_path.discard(key)
-            size[key] = 1 + sum(size[id(c)] for c in children)
-            height[key] = 1 + max((height[id(c)] for c in children), default=0)
-            if height[key] > MAX_DEPTH:
+            total, tallest = 1, 0
+            for child in children:
+                if id(child) in size:
+                    total += size[id(child)]
+                    tallest = max(tallest, height[id(child)])
+                else:  # a scalar
+                    total += 1
+                    tallest = max(tallest, 1)
+            size[key], height[key] = total, tallest + 1
+            if tallest + 1 > MAX_DEPTH:
                 raise yaml.YAMLError(f"nested more than {MAX_DEPTH} levels deep")
             continue
         if key in size:
@@ -63,11 +76,13 @@ def _check_node(node: Any) -> None:
         on_path.add(key)
         stack.append((current, True))
         for child in children:
-            if id(child) in on_path:
+            if isinstance(child, yaml.ScalarNode):
+                scalars.add(id(child))
+            elif id(child) in on_path:
                 raise yaml.YAMLError("an alias refers to a value that contains it")
-            if id(child) not in size:
+            elif id(child) not in size:
                 stack.append((child, False))
-    added = size[id(node)] - len(size)
+    added = size[id(node)] - len(size) - len(scalars)
     if added > MAX_ALIAS_EXPANSION:
         raise yaml.YAMLError(
             f"aliases would expand this document by {added:,} values (at most "
@@ -155,17 +170,31 @@ def _guarded(load: Any) -> Any:
         raise yaml.YAMLError(f"a value cannot be read: {exc}") from None
 
 
-def load(text: str) -> Any:
-    """One YAML document (``None`` for an empty one). Raises ``YAMLError``."""
+def _check_size(text: str, max_chars: int | None) -> None:
     import yaml
 
+    if max_chars is not None and len(text) > max_chars:
+        raise yaml.YAMLError(
+            f"the text is {len(text):,} characters long, more than the {max_chars:,} read "
+            "(job specs, configuration files and runtimes are a few kilobytes)"
+        )
+
+
+def load(text: str, *, max_chars: int | None = MAX_TEXT) -> Any:
+    """One YAML document (``None`` for an empty one). Raises ``YAMLError``, also for a text
+    longer than ``max_chars`` (``None``: any length)."""
+    import yaml
+
+    _check_size(text, max_chars)
     return _guarded(lambda: yaml.load(text, Loader=loader()))  # a SafeLoader subclass
 
 
-def load_all(text: str) -> Iterator[Any]:
-    """Every document of a multi-document YAML stream (read at once). Raises ``YAMLError``."""
+def load_all(text: str, *, max_chars: int | None = MAX_TEXT) -> Iterator[Any]:
+    """Every document of a multi-document YAML stream (read at once). Raises ``YAMLError``
+    as ``load`` does."""
     import yaml
 
+    _check_size(text, max_chars)
     documents = _guarded(lambda: list(yaml.load_all(text, Loader=loader())))
     return iter(documents)
 

@@ -120,8 +120,15 @@ class Records(Protocol):
     """The store's contract. Times come from the store's injected clock."""
 
     # jobs
-    def create_job(self, spec: JobSpec, *, held_by: str | None = None) -> Job:
+    def create_job(
+        self,
+        spec: JobSpec,
+        *,
+        held_by: str | None = None,
+        environment: Mapping[str, str] | None = None,
+    ) -> Job:
         """Accept a new job with a fresh id (from the injected id generator), state pending.
+        ``environment`` (captured from the submitter) is stored with it (``Job.environment``).
 
         With ``held_by`` (who asked) the job is accepted *held*, in the same transaction: state
         ``held``, summary ``submission_hold_summary(id, held_by)``, and a log entry

@@ -79,6 +79,10 @@ MIGRATIONS: tuple[str, ...] = (
         epoch INTEGER NOT NULL
     );
     """,
+    # 2: the environment captured from the submitting process (JSON; NULL for older jobs)
+    """
+    ALTER TABLE jobs ADD COLUMN environment TEXT
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

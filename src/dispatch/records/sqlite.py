@@ -144,16 +144,23 @@ class SqliteRecords:
 
     # --- jobs -----------------------------------------------------------------------------
 
-    def create_job(self, spec: JobSpec, *, held_by: str | None = None) -> Job:
+    def create_job(
+        self,
+        spec: JobSpec,
+        *,
+        held_by: str | None = None,
+        environment: Mapping[str, str] | None = None,
+    ) -> Job:
         now = self.clock.now()
-        job = Job(id=self.ids(spec.name), spec=spec, created_at=now)
+        captured = dict(environment) if environment is not None else None
+        job = Job(id=self.ids(spec.name), spec=spec, created_at=now, environment=captured)
         state, summary = State.PENDING, ""
         if held_by is not None:
             state, summary = State.HELD, submission_hold_summary(job.id, held_by)
         with self._write() as db:
             db.execute(
-                "INSERT INTO jobs (id, name, cluster, spec, created_at, state, summary, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO jobs (id, name, cluster, spec, created_at, state, summary, updated_at,"
+                " environment) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     job.id,
                     spec.name,
@@ -163,6 +170,7 @@ class SqliteRecords:
                     state.value,
                     summary,
                     now,
+                    json.dumps(captured) if captured is not None else None,
                 ),
             )
             if held_by is not None:
@@ -203,7 +211,12 @@ class SqliteRecords:
             else None
         )
         return JobRecord(
-            job=Job(id=row["id"], spec=spec, created_at=row["created_at"]),
+            job=Job(
+                id=row["id"],
+                spec=spec,
+                created_at=row["created_at"],
+                environment=json.loads(row["environment"]) if row["environment"] else None,
+            ),
             state=State(row["state"]),
             cause=Cause(row["cause"]) if row["cause"] else None,
             summary=row["summary"],

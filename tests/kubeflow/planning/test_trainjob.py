@@ -306,3 +306,34 @@ def test_gpu_means_nvidia(gpu: int) -> None:
         assert resources["limits"] == {"nvidia.com/gpu": str(gpu)}
     else:
         assert resources is None
+
+
+# --- the environment (docs/reference/job-spec.md, "Environment") ---------------------------
+
+
+def test_inherited_variables_captured_at_submit_go_into_the_trainer_env() -> None:
+    job_spec = spec(env={"EPOCHS": "3"}, inheritEnv=["WANDB_MODE"])
+    captured = {"PATH": "/submitter/bin", "HOME": "/home/me", "WANDB_MODE": "offline"}
+    job = Job("train-ab12c", job_spec, 0.0, environment=captured)
+    _, trainjob = objects(plan_objects(job, 1, example_runtime("torch"), SETTINGS))
+    env = {e["name"]: e.get("value") for e in trainjob["spec"]["trainer"]["env"]}
+    assert (env["WANDB_MODE"], env["EPOCHS"]) == ("offline", "3")
+    # the base of a container's environment is its image's, not the submitter's machine's
+    assert "PATH" not in env and "HOME" not in env
+
+
+def test_secret_env_is_a_secret_reference_and_the_plan_hides_the_values() -> None:
+    job_spec = spec(secretEnv={"TOKEN": {"fromEnv": "MY_TOKEN"}})
+    result = plan(job_spec)
+    assert result.accepted, result.capabilities.refusals
+    by_kind = {a.kind: a.content for a in result.artifacts}
+    trainjob, secret = by_kind["TrainJob"], by_kind["Secret"]
+    name = trainjob["metadata"]["name"]
+    env = {e["name"]: e for e in trainjob["spec"]["trainer"]["env"]}
+    assert env["TOKEN"] == {
+        "name": "TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": f"{name}-env", "key": "TOKEN"}},
+    }
+    assert secret["metadata"]["name"] == f"{name}-env"
+    assert secret["stringData"] == {"TOKEN": "(secret)"}
+    assert secret["metadata"]["labels"]["dispatch.dev/job"] == "train-ab12c"

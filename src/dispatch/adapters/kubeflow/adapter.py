@@ -14,6 +14,11 @@ Differences from the SPI's general guarantees (``dispatch.adapters.base``):
   TrainJob, then deletes it with *foreground* propagation: the TrainJob (annotated, so read as
   cancelled) stays visible until its JobSet and pods are gone, and takes the runtime copy with
   it. An attempt that already ended is left as it is.
+* Identity is the uid, not the name (``live/identity.py``): ``start`` records the TrainJob's
+  uid in the handle; reads are checked against it, patches and deletes carry it (the API
+  server refuses another object), and a TrainJob of another uid under the name ends the
+  attempt ``unknown`` with evidence naming both uids, and is never touched. Handles without a
+  uid (recorded before) act by name.
 * ``watch`` follows every attempt over one stream per object kind (``live/capture.py``,
   ``api/kinds.py``) and derives outcomes with the cause function over all evidence kept per
   attempt (``live/verdict.py``, design note 0006); each observation carries the new evidence.
@@ -47,8 +52,9 @@ from dispatch.adapters.kubeflow.api.client import (
     context_namespace,
     kubeconfig_path,
 )
-from dispatch.adapters.kubeflow.api.errors import ApiRejected
+from dispatch.adapters.kubeflow.api.errors import ApiRejected, Conflict
 from dispatch.adapters.kubeflow.api.probe import ClusterFacts, answers, probe, refusals
+from dispatch.adapters.kubeflow.api.secret import with_secret_values
 from dispatch.adapters.kubeflow.causes.coarse import (
     ANNOTATION_CANCEL_REASON,
     ANNOTATION_CANCELLED_BY,
@@ -57,6 +63,13 @@ from dispatch.adapters.kubeflow.causes.coarse import (
 )
 from dispatch.adapters.kubeflow.live.attribution import TrainJobRef
 from dispatch.adapters.kubeflow.live.capture import Capture, Sleep
+from dispatch.adapters.kubeflow.live.identity import (
+    REPLACED,
+    is_replaced,
+    recorded_uid,
+    replaced_by,
+    replaced_outcome,
+)
 from dispatch.adapters.kubeflow.live.lastwords import last_words
 from dispatch.adapters.kubeflow.live.output import read_output
 from dispatch.adapters.kubeflow.live.snapshot import merged, snapshot
@@ -119,6 +132,8 @@ class KubeflowAdapter:
         self._capture_loop: asyncio.AbstractEventLoop | None = None
         self._seeded: dict[TrainJobRef, list[Evidence]] = {}
         self._cancelled: dict[TrainJobRef, str] = {}  # who cancelled, through this adapter
+        #: the uid each followed TrainJob had when dispatch created it (``live/identity.py``)
+        self._uids: dict[TrainJobRef, str] = {}
         #: failed ranks' last output read before their pods could go, until an observation
         #: carries it to the records (``live/lastwords.py``)
         self._words: dict[TrainJobRef, list[Evidence]] = {}
@@ -260,6 +275,8 @@ class KubeflowAdapter:
                 if not plan.accepted:
                     await submit.discard_copy(session, name, job, attempt, self.namespace)
                     plan.capabilities.raise_if_refused()
+                if job.spec.secret_env:  # the values, for the API server only
+                    plan = with_secret_values(plan, self.context.secret_values(job))
                 created = await submit.create_attempt(
                     session, plan, job, attempt, self.namespace, cluster=self.cluster.name
                 )
@@ -286,6 +303,13 @@ class KubeflowAdapter:
     def _ref(self, handle: AttemptHandle) -> TrainJobRef:
         return (self._namespace_of(handle), handle.native)
 
+    def _uid(self, handle: AttemptHandle) -> str | None:
+        """The attempt's recorded TrainJob uid (remembered for retirement), or None."""
+        uid = recorded_uid(handle)
+        if uid is not None:
+            self._uids[self._ref(handle)] = uid
+        return uid
+
     def capture(self) -> Capture:
         """The evidence streams of this cluster, on the running event loop (made once per
         loop; they run until ``aclose`` or the loop ends)."""
@@ -311,6 +335,7 @@ class KubeflowAdapter:
         """Evidence recorded for this attempt before (the records store): the cluster may have
         deleted those objects since, and outcomes are derived over all of it."""
         ref = self._ref(handle)
+        self._uid(handle)
         self._seeded[ref] = list(evidence)
         if self._capture is not None:
             self._capture.seed(ref, evidence)
@@ -318,7 +343,12 @@ class KubeflowAdapter:
     async def read_output(
         self, handle: AttemptHandle, rank: int | None = None, follow: bool = False
     ) -> AsyncIterator[str]:
-        """``OutputReader``: the trainer containers' logs by rank (``live/output.py``)."""
+        """``OutputReader``: the trainer containers' logs by rank (``live/output.py``); raises
+        ``NotFound`` when the attempt's name holds another owner's TrainJob."""
+        if self._uid(handle) is not None:
+            seen = await self.observe(handle)
+            if is_replaced(seen.outcome):
+                raise NotFound(seen.outcome.summary)
 
         async def ended() -> bool:
             return (await self.observe(handle)).outcome.is_terminal
@@ -332,17 +362,21 @@ class KubeflowAdapter:
         """Reads the attempt's objects (``snapshot``) and derives the outcome over them and the
         seeded evidence; changes nothing. A snapshot that shows the attempt ended is read a
         second time, so that what explains the end is read after it."""
-        ref = self._ref(handle)
+        ref, uid = self._ref(handle), self._uid(handle)
         now = self.context.clock.now()
         seeded, cancelled_by = self._seeded.get(ref, ()), self._cancelled.get(ref)
         async with self.connection.session() as session:
-            records = await snapshot(session, ref[0], ref[1], now)
+            records = await snapshot(session, ref[0], ref[1], now, uid=uid)
+            proof = next((r for r in records if r.data.get("guard") == REPLACED), None)
+            if proof is not None:
+                ended = self._verdicts.replaced(ref[1], replaced_outcome(proof))
+                return Observation(handle, ended, (), observed_at=now, gone=True)
             present = any(r.kind == "trainjob" for r in records)
             if present and self._verdicts.would_end(ref[1], [*seeded, *records], now, cancelled_by):
                 # One snapshot is several reads, not one consistent cut: the end read last
                 # (an Event, the JobSet) may postdate the pods read first, so what explains
                 # it may be missing. Every read of a second snapshot comes after that end.
-                later = await snapshot(session, ref[0], ref[1], self.context.clock.now())
+                later = await snapshot(session, ref[0], ref[1], self.context.clock.now(), uid=uid)
                 present = any(r.kind == "trainjob" for r in later)
                 records = merged(records, later)
         everything = [*seeded, *records]
@@ -370,12 +404,15 @@ class KubeflowAdapter:
             self._retire,
             self._lookup,
             cancelled=self._cancelled,
+            uids={self._ref(h): uid for h in handles if (uid := self._uid(h)) is not None},
             sleep=self._sleep,
         ):
             if observation.outcome.is_terminal:  # final for this adapter: not read again
                 ref = self._ref(observation.handle)
                 self._seeded.pop(ref, None)
-                if observation.outcome.state is not State.SUCCEEDED:
+                # the ranks under a replaced name are another owner's: their output is not read
+                ended = observation.outcome
+                if ended.state is not State.SUCCEEDED and not is_replaced(ended):
                     if ref not in self._words:
                         await self._keep_last_words(ref, observation.outcome)
                     words = self._words.pop(ref, [])
@@ -402,10 +439,11 @@ class KubeflowAdapter:
         streams may lag behind it (Trainer may have marked it ``Failed`` meanwhile), and a
         deletion needlessly destroys evidence the records may not hold yet."""
         namespace, name = self._ref(target) if isinstance(target, AttemptHandle) else target
+        uid = self._uids.get((namespace, name))
         async with self.connection.session() as session:
             current = await session.get(TRAINJOBS, name, namespace)
-            if current is None:
-                return False
+            if current is None or replaced_by(current, uid) is not None:
+                return False  # gone, or another owner's TrainJob under the name
             current.setdefault("kind", "TrainJob")
             self.capture().seen(current)
             why = self._verdicts.must_retire(name, current, self.context.clock.now()) or ""
@@ -416,19 +454,35 @@ class KubeflowAdapter:
                 await self._keep_last_words((namespace, name), standing.final)
             note = {"metadata": {"annotations": {ANNOTATION_RETIRED: why}}}
             try:
-                await session.merge_patch(TRAINJOBS, name, note, namespace)
+                await session.merge_patch(TRAINJOBS, name, note, namespace, uid=uid)
             except NotFound:
                 return False
             except ApiRejected as exc:  # the note is lost; the deletion still happens
                 log.warning("TrainJob %s: the retirement note was refused (%s)", name, exc)
-            await session.delete(TRAINJOBS, name, namespace, propagation="Foreground")
+            try:
+                await session.delete(TRAINJOBS, name, namespace, propagation="Foreground", uid=uid)
+            except Conflict as exc:  # the name holds another TrainJob now: not ours to delete
+                log.warning("TrainJob %s: not retired, it was replaced (%s)", name, exc)
+                return False
             return True
 
     async def cancel(self, handle: AttemptHandle, actor: str, reason: str) -> None:
-        namespace = self._namespace_of(handle)
+        """Differs from the SPI: a TrainJob of another uid under the attempt's name is left
+        alone (the next observation ends the attempt ``unknown``)."""
+        namespace, uid = self._namespace_of(handle), self._uid(handle)
         async with self.connection.session() as session:
             trainjob = await session.get(TRAINJOBS, handle.native, namespace)
             if trainjob is None:
+                return
+            found = replaced_by(trainjob, uid)
+            if found is not None:
+                log.warning(
+                    "TrainJob %s/%s: not cancelled, it is not dispatch's (uid %s, recorded %s)",
+                    namespace,
+                    handle.native,
+                    found,
+                    uid,
+                )
                 return
             if trainjob_outcome(trainjob, 0.0).state in (State.SUCCEEDED, State.FAILED):
                 return
@@ -436,7 +490,11 @@ class KubeflowAdapter:
             self._cancelled[(namespace, handle.native)] = f"{actor}: {reason}"
             try:
                 await session.merge_patch(
-                    TRAINJOBS, handle.native, {"metadata": {"annotations": note}}, namespace
+                    TRAINJOBS,
+                    handle.native,
+                    {"metadata": {"annotations": note}},
+                    namespace,
+                    uid=uid,
                 )
             except NotFound:
                 return
@@ -446,4 +504,9 @@ class KubeflowAdapter:
         if ref not in self._words:  # every rank's last output, before the pods go
             await self._keep_last_words(ref, None)
         async with self.connection.session() as session:
-            await session.delete(TRAINJOBS, handle.native, namespace, propagation="Foreground")
+            try:
+                await session.delete(
+                    TRAINJOBS, handle.native, namespace, propagation="Foreground", uid=uid
+                )
+            except Conflict as exc:  # replaced meanwhile: the next observation says so
+                log.warning("TrainJob %s: not deleted, it was replaced (%s)", handle.native, exc)

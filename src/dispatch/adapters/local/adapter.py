@@ -9,7 +9,8 @@ directory (``files.py``). Differences from the SPI's general text:
 * ``start`` refuses (``Unsupported``) what ``capabilities`` refuses; it adopts an attempt
   whose runner was already spawned or has already claimed it, and never runs it twice.
 * A runner that died without recording the end is reported as ``node_lost``: its processes
-  died with it.
+  died with it. One that could not write its facts (a full disk) stops the attempt and says
+  why in ``fault.json``: ``unknown`` with that error as evidence.
 * Cluster settings: ``killGrace`` (seconds from SIGTERM to SIGKILL, default 5),
   ``memoryEnforcement`` (``auto``, ``cgroup`` or ``watchdog``), ``startTimeout`` (seconds to
   wait for the runner to claim the attempt, default 30).
@@ -18,7 +19,6 @@ directory (``files.py``). Differences from the SPI's general text:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
 import signal
@@ -42,18 +42,21 @@ from dispatch.adapters.local.files import (
     lock_held,
     open_private_log,
     private_dirs,
+    read_fault,
     read_json,
     take_lock,
     write_json,
 )
 from dispatch.adapters.local.launch import build_launch
 from dispatch.adapters.local.launchfile import AttemptLaunch
+from dispatch.adapters.secrets import HIDDEN
 from dispatch.config import ClusterConfig
 from dispatch.model import (
     Artifact,
     AttemptHandle,
     CapabilityReport,
     Cause,
+    ConfigError,
     InvalidSpec,
     Job,
     JobSpec,
@@ -66,6 +69,8 @@ from dispatch.model import (
     State,
     resolve_working_dir,
 )
+from dispatch.model.environ import base_environment
+from dispatch.model.shown import show
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 WATCH_INTERVAL = 0.05  # seconds between checks of the change marker where inotify is missing
@@ -88,7 +93,12 @@ class LocalAdapter:
         self.cluster = cluster
         self.context = context
         self.kill_grace = cluster.number("killGrace", 5.0)
-        self.memory_setting = str(cluster.setting("memoryEnforcement", "auto"))
+        self.memory_setting = cluster.setting("memoryEnforcement", "auto")
+        if self.memory_setting not in ("auto", "cgroup", "watchdog"):
+            raise ConfigError(
+                f"cluster {cluster.name!r}: memoryEnforcement is {show(self.memory_setting)}; "
+                "write auto, cgroup or watchdog"
+            )
         self.start_timeout = cluster.number("startTimeout", 30.0, minimum=0.001)
         self._probe: caps.Probe | None = None
         self._probed_at: float | None = None
@@ -119,7 +129,9 @@ class LocalAdapter:
             attempt,
             working_dir=str(working_dir),
             master_port=port,
-            inherited=os.environ,
+            inherited=(
+                job.environment if job.environment is not None else base_environment(os.environ)
+            ),
             python_dir=str(Path(sys.executable).parent),
             kill_grace=self.kill_grace,
             memory_mode=self.memory_setting,
@@ -148,6 +160,8 @@ class LocalAdapter:
                 {
                     "argv": list(p.argv),
                     "env": dict(p.env),
+                    "inheritedEnv": sorted(launch.environment or {}),
+                    "secretEnv": dict.fromkeys(job.spec.secret_env, HIDDEN),
                     "cwd": p.cwd,
                     "log": str(paths.root / p.log),
                     "processGroup": f"node-{p.node}",
@@ -162,8 +176,8 @@ class LocalAdapter:
         )
         notes = (
             mode,
-            "each process inherits the environment of the process that starts the attempt; "
-            "env above lists what dispatch adds",
+            "each process's environment is exactly inheritedEnv (values captured at submit), "
+            "secretEnv (values never shown) and env (the spec's and what dispatch adds)",
             *caps.notes(job.spec),
         )
         return Plan(
@@ -187,6 +201,7 @@ class LocalAdapter:
     async def start(self, job: Job, attempt: int) -> AttemptHandle:
         (await self.capabilities(job.spec)).raise_if_refused()
         launch = self._launch(job, attempt, None)  # validates before anything is created
+        secrets = self.context.secret_values(job)  # likewise: InvalidSpec names what is missing
         paths = self.paths(job.id, attempt)
         private_dirs(paths.root)
         lock = await asyncio.to_thread(take_lock, paths.start_lock, block=True)
@@ -197,7 +212,7 @@ class LocalAdapter:
             if not paths.claim.exists() and not self._spawned_runner_alive(paths):
                 if read_json(paths.launch) is None:
                     write_json(paths.launch, self._launch(job, attempt, free_port()).to_json())
-                ready = self._spawn_runner(paths)
+                ready = self._spawn_runner(paths, secrets)
             if ready is None:  # adopting a runner another start spawned
                 await self._wait_for_claim(paths)
             else:
@@ -210,8 +225,9 @@ class LocalAdapter:
         spawn = read_json(paths.spawn)
         return spawn is not None and procs.is_runner(int(spawn["pid"]), paths.root, RUNNER_MODULE)
 
-    def _spawn_runner(self, paths: AttemptPaths) -> int:
-        """Spawn the runner; returns the fd on which it says it claimed the attempt."""
+    def _spawn_runner(self, paths: AttemptPaths, secrets: dict[str, str]) -> int:
+        """Spawn the runner; returns the fd on which it says it claimed the attempt. The
+        values of ``secretEnv`` reach it in its environment only (``launch.json`` names them)."""
         ready, told = os.pipe()
         try:
             with os.fdopen(open_private_log(paths.runner_log), "ab") as log:
@@ -220,7 +236,7 @@ class LocalAdapter:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    env={**os.environ, READY_FD_ENV: str(told)},
+                    env={**os.environ, **secrets, READY_FD_ENV: str(told)},
                     pass_fds=(told,),
                     start_new_session=True,  # not stopped by the terminal's Ctrl-C or hang-up
                 )
@@ -278,8 +294,10 @@ class LocalAdapter:
             return self._unclaimed(handle, paths, now)
         alive = lock_held(paths.runner_lock)  # before reading status: see runner.py
         status, lost = read_json(paths.status), read_json(paths.lost)
-        outcome = causes.derive_outcome(status, lost, runner_alive=alive, now=now)
-        return Observation(handle, outcome, causes.evidence(status, lost, now), observed_at=now)
+        fault = read_fault(paths.fault)
+        outcome = causes.derive_outcome(status, lost, runner_alive=alive, now=now, fault=fault)
+        found = causes.evidence(status, lost, now, fault)
+        return Observation(handle, outcome, found, observed_at=now)
 
     def _unclaimed(self, handle: AttemptHandle, paths: AttemptPaths, now: float) -> Observation:
         if self._spawned_runner_alive(paths) or lock_held(paths.start_lock):
@@ -340,10 +358,8 @@ class LocalAdapter:
         # SIGTERM only once the runner has installed its handler (it writes status.json
         # after); before that, it finds cancel.json itself within a tick.
         if spawn is not None and paths.status.exists() and lock_held(paths.runner_lock):
-            pid = int(spawn["pid"])
-            if procs.is_runner(pid, paths.root, RUNNER_MODULE):
-                with contextlib.suppress(ProcessLookupError):  # it just ended
-                    os.kill(pid, signal.SIGTERM)
+            # only the attempt's runner: a pid reused by another program is left alone
+            procs.signal_runner(int(spawn["pid"]), paths.root, RUNNER_MODULE, signal.SIGTERM)
 
     # --- output -------------------------------------------------------------------------------
 

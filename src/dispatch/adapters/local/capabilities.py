@@ -10,8 +10,8 @@ Decisions recorded here:
   (RSS counts shared pages once per process, so it over-estimates). Either way a node over
   its limit ends the attempt as ``out_of_memory``. The cluster setting
   ``memoryEnforcement: cgroup`` makes a missing cgroup a refusal instead (``local-memory``).
-* ``image``, ``queue`` and ``runtime`` are ignored with a note: local processes run in the
-  caller's environment. ``resources.cpu`` is not enforced.
+* ``image``, ``queue`` and ``runtime`` are ignored with a note: local processes run on this
+  machine's software. ``resources.cpu`` is not enforced.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def report(
         Capability("TimeLimit", True, "the attempt runner stops the attempt when timeLimit passes"),
         Capability("Cancel", True, "SIGTERM to every process, SIGKILL after the grace period"),
         Capability("Hold", False, "local attempts start at once"),
-        Capability("Image", False, "processes run in the caller's environment; image is ignored"),
+        Capability("Image", False, "processes run on this machine's software; image is ignored"),
         Capability("Queue", False, "there is no queue; queue is ignored"),
         Capability("CpuLimit", False, "resources.cpu is not enforced"),
     )

@@ -15,6 +15,9 @@ a process exited non-zero                    ``app_error`` (exit code, first fai
 a process died of a crash signal (SEGV …)    ``app_error`` with the signal
 a process killed by KILL/TERM/INT/HUP that   ``node_lost`` when every started process of its
   dispatch did not send                        node died that way, else ``unknown``
+the runner could not record (``fault.json``:  ``unknown``, the error as evidence (a full disk
+  ``status.json`` unwritable) and stopped       is no fault of a node)
+  the attempt
 the runner died without recording the end    ``node_lost`` (its ranks died with it)
 anything else                                ``unknown`` with the raw facts as evidence
 ==========================================  ==================================================
@@ -82,10 +85,16 @@ def event_key(index: int, event: Record) -> str:
 
 
 def evidence(
-    status: Mapping[str, Any] | None, lost: Mapping[str, Any] | None, now: float
+    status: Mapping[str, Any] | None,
+    lost: Mapping[str, Any] | None,
+    now: float,
+    fault: Mapping[str, Any] | None = None,
 ) -> tuple[Evidence, ...]:
     """Every fact as evidence, with stable keys (the same fact always has the same key)."""
     found: list[Evidence] = []
+    if fault is not None:
+        at, error = float(fault.get("at") or now), str(fault.get("error"))
+        found.append(Evidence("runner_error", "runner-fault", at, error, dict(fault)))
     if status is not None:
         memory = status.get("memory") or {}
         if memory.get("mode") not in (None, "none"):
@@ -237,10 +246,12 @@ def derive_outcome(
     *,
     runner_alive: bool,
     now: float,
+    fault: Mapping[str, Any] | None = None,
 ) -> Outcome:
     """The attempt's outcome from the runner's facts (``status``), the watchdog's report
-    (``lost``) and whether the runner still runs. ``now`` dates facts observed only now."""
-    facts = evidence(status, lost, now)
+    (``lost``), what the runner could not record (``fault``) and whether the runner still
+    runs. ``now`` dates facts observed only now."""
+    facts = evidence(status, lost, now, fault)
     by_key = {e.key: e for e in facts}
     ended = status is not None and status.get("phase") == "ended"
     if not ended and runner_alive and lost is None:
@@ -256,7 +267,16 @@ def derive_outcome(
         and not r.get("stoppedBy")
         and (r.get("signal") is not None or r.get("exitCode"))
     ]
-    if not ended:  # the runner died first; what it recorded before may still explain more
+    if not ended and fault is not None:  # it could not record the rest: say why, not a node
+        text = (
+            f"the attempt runner could not record the attempt and stopped it: {fault.get('error')}"
+        )
+        at = float(fault.get("at") or now)
+        candidates = [c for c in candidates if c.at < at]
+        candidates.append(
+            _Candidate(at, Cause.UNKNOWN, text, Failure(at=at, message=text), ("runner-fault",))
+        )
+    elif not ended:  # the runner died first; what it recorded before may still explain more
         text = (
             "the attempt runner ended without recording the end of the attempt; "
             "its processes were stopped with it"

@@ -15,6 +15,8 @@ file               meaning                                                      
 ``status.json``    the runner's facts: processes, exits, events (atomic rewrite)    runner
 ``cancel.json``    the first cancel request: who, why, when (O_EXCL)               cancel
 ``lost.json``      the runner died without finishing; what its watchdog killed     watchdog
+``fault.json``     made at claim with room reserved: why the runner could not       runner
+                   record (a full disk), written in place, so it needs no new space
 ``logs/``          ``rank-<r>.log`` per rank, or ``node-<k>.log`` under torchrun    ranks
 ``runner.log``     the runner's own output                                         runner
 =================  ==============================================================  =========
@@ -84,6 +86,10 @@ class AttemptPaths:
     @property
     def lost(self) -> Path:
         return self.root / "lost.json"
+
+    @property
+    def fault(self) -> Path:
+        return self.root / "fault.json"
 
     @property
     def logs(self) -> Path:
@@ -163,6 +169,54 @@ def read_json(path: Path) -> Any | None:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
     except FileNotFoundError:
+        return None
+
+
+#: room reserved in ``fault.json``; a fault longer than this is cut
+FAULT_ROOM = 4096
+
+
+def reserve_fault(path: Path) -> int | None:
+    """Create ``path`` with ``FAULT_ROOM`` bytes of blanks (allocated now, while there is
+    room) and return it open for writing in place; None when even that cannot be done."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE)
+    except OSError:
+        return None
+    try:
+        os.pwrite(fd, b" " * FAULT_ROOM, 0)
+        os.fsync(fd)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def record_fault(fd: int, value: Any) -> bool:
+    """Write ``value`` as JSON over the reserved blanks of ``fd`` (no new blocks needed);
+    blanks after it are JSON whitespace. False when the write failed."""
+    data = json.dumps(value, sort_keys=True).encode()
+    if len(data) > FAULT_ROOM:
+        data = json.dumps({"error": str(value.get("error", ""))[: FAULT_ROOM // 2]}).encode()
+    try:
+        os.pwrite(fd, data.ljust(FAULT_ROOM), 0)
+        os.fsync(fd)
+    except OSError:
+        return False
+    return True
+
+
+def read_fault(path: Path) -> Any | None:
+    """What ``record_fault`` wrote, or None (no file, or still blank)."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
         return None
 
 

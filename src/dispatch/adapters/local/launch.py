@@ -9,7 +9,8 @@ and the identity variables.
 
 Precedence, lowest first: defaults dispatch chooses for convenience (``PATH`` with the
 interpreter's folder first, ``PYTHONUNBUFFERED=1`` so logs can be followed,
-``OMP_NUM_THREADS=1`` when several ranks share the machine, as torchrun does), then the
+``OMP_NUM_THREADS=1`` when several ranks share a node and neither the caller nor the spec
+set it: what torchrun would set, without the banner torchrun prints when it does), then the
 spec's ``env``, then the launcher and identity variables, which a spec cannot override.
 """
 
@@ -45,9 +46,11 @@ def build_launch(
 ) -> AttemptLaunch:
     """The launch of ``attempt`` of ``job``. ``master_port`` None renders a placeholder (plans).
 
-    ``inherited`` is the environment the processes will inherit (only ``PATH`` and
-    ``OMP_NUM_THREADS`` are looked at); ``python_dir`` is put first on ``PATH``, so that
-    ``python`` and ``torchrun`` name the interpreter dispatch runs under.
+    ``inherited`` is the environment the processes start from: the job's captured base and
+    ``inheritEnv`` (``model.environ``), nothing else of the caller's; ``python_dir`` is put
+    first on its ``PATH``, so that ``python`` and ``torchrun`` name the interpreter dispatch
+    runs under. The values of ``secretEnv`` are not in the launch, only their names: the
+    runner gets them in its own environment.
     """
     spec = job.spec
     ppn = spec.ranks_per_node
@@ -61,7 +64,7 @@ def build_launch(
     path = inherited.get("PATH", "")
     if python_dir and python_dir not in path.split(os.pathsep):
         defaults["PATH"] = os.pathsep.join(p for p in (python_dir, path) if p)
-    if not torchrun and ppn > 1 and "OMP_NUM_THREADS" not in inherited:
+    if ppn > 1 and "OMP_NUM_THREADS" not in inherited:
         defaults["OMP_NUM_THREADS"] = "1"
 
     processes: list[ProcessLaunch] = []
@@ -126,4 +129,6 @@ def build_launch(
         memory_bytes=spec.resources.memory_bytes,
         kill_grace=kill_grace,
         memory_mode=memory_mode,
+        environment=dict(inherited),
+        secret_names=tuple(spec.secret_env),
     )

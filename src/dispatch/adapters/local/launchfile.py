@@ -1,8 +1,9 @@
 """What an attempt runner executes, as plain data (``launch.json``). Standard library only.
 
-``start`` writes it once, before the runner exists; the runner only reads it. The environment
-here holds what dispatch adds; each process inherits the rest from the runner, which inherits
-it from the process that called ``start``.
+``start`` writes it once, before the runner exists; the runner only reads it. A process's
+environment is exactly ``environment`` (captured from the submitter), the secrets named by
+``secretEnv`` (their values reach the runner in its own environment, never this file), then
+the process's ``env``; nothing else of the runner's environment.
 """
 
 from __future__ import annotations
@@ -83,7 +84,17 @@ class AttemptLaunch:
     memory_bytes: int | None = None  # per node
     kill_grace: float = 5.0  # seconds between SIGTERM and SIGKILL
     memory_mode: str = "auto"  # "auto" (cgroup, else watchdog), "cgroup", "watchdog"
+    #: the processes' base; None in a launch written before dispatch captured it, whose
+    #: processes start from the runner's environment
+    environment: Mapping[str, str] | None = None
+    secret_names: tuple[str, ...] = ()  # their values are in the runner's environment
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def process_env(self, process: ProcessLaunch, runner_env: Mapping[str, str]) -> dict[str, str]:
+        """The whole environment of ``process``, given the runner's own environment."""
+        base = runner_env if self.environment is None else self.environment
+        hidden = {name: runner_env[name] for name in self.secret_names if name in runner_env}
+        return {**base, **hidden, **process.env}
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -98,6 +109,8 @@ class AttemptLaunch:
             "memoryBytes": self.memory_bytes,
             "killGrace": self.kill_grace,
             "memoryMode": self.memory_mode,
+            "environment": None if self.environment is None else dict(self.environment),
+            "secretEnv": list(self.secret_names),
             "processes": [p.to_json() for p in self.processes],
             "extra": dict(self.extra),
         }
@@ -117,5 +130,7 @@ class AttemptLaunch:
             memory_bytes=raw.get("memoryBytes"),
             kill_grace=float(raw.get("killGrace", 5.0)),
             memory_mode=str(raw.get("memoryMode", "auto")),
+            environment=raw.get("environment"),
+            secret_names=tuple(raw.get("secretEnv") or ()),
             extra=dict(raw.get("extra") or {}),
         )

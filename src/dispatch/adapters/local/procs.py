@@ -7,7 +7,12 @@ Standard library and psutil only. Guarantees the runner builds on:
   workers, which torchrun puts in sessions of their own) are re-parented to the runner and
   stay in its process tree, where ``descendants`` finds them;
 * every such process carries ``DISPATCH_LOCAL_TAG``, so ``tagged`` finds leftovers of an
-  attempt even after its runner was killed.
+  attempt even after its runner was killed;
+* a number is acted on only while it still names the attempt's process: a process group is
+  signalled only while one of the runner's descendants is in it (``signal_group``: once a
+  group is empty, the system may give its id to another program's group), and the runner is
+  signalled through a pidfd opened before checking it is the runner (``signal_runner``), so
+  a pid reused in between is never signalled.
 """
 
 from __future__ import annotations
@@ -71,10 +76,43 @@ def tagged(tag: str, env_name: str) -> list[psutil.Process]:
     return found
 
 
-def signal_group(pgid: int, sig: int) -> None:
-    """Send ``sig`` to a process group; a group that is already gone is fine."""
+def signal_group(pgid: int, sig: int, *, owner: int) -> bool:
+    """Send ``sig`` to a process group while it still holds a descendant of ``owner`` (the
+    runner); True when sent. A group that is gone, or whose id now names another program's
+    group, is left alone."""
+    ours = False
+    for process in descendants(owner):
+        with contextlib.suppress(ProcessLookupError, PermissionError, psutil.Error):
+            ours = ours or os.getpgid(process.pid) == pgid
+    if not ours:
+        return False
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+    return True
+
+
+def signal_runner(pid: int, attempt_dir: Path, module: str, sig: int) -> bool:
+    """Send ``sig`` to ``pid`` only if it is the runner of ``attempt_dir``; True when sent.
+    The process is pinned (a pidfd) before it is checked, so a pid reused meanwhile is never
+    signalled; where pidfds are missing, it is checked and then signalled by number."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    except (AttributeError, OSError):  # no pidfd here (old kernel, other systems)
+        if not is_runner(pid, attempt_dir, module):
+            return False
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+        return True
+    try:
+        if not is_runner(pid, attempt_dir, module):
+            return False
+        with contextlib.suppress(ProcessLookupError):  # it just ended
+            signal.pidfd_send_signal(pidfd, sig)
+        return True
+    finally:
+        os.close(pidfd)
 
 
 def signal_pids(pids: Iterable[int], sig: int) -> None:

@@ -40,6 +40,8 @@ from dispatch.adapters.local.files import (
     open_private_log,
     private_dirs,
     read_json,
+    record_fault,
+    reserve_fault,
     say_claimed,
     take_lock,
     take_ready_fd,
@@ -68,12 +70,15 @@ class Runner:
         groups: dict[int, cgroups.NodeCgroup],
         memory: dict[str, Any],
         watchdog_pid: int,
+        fault_fd: int | None = None,
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.launch, self.paths, self.groups = launch, paths, groups
         self.wall, self.mono = wall, monotonic
         self.watchdog_pid = watchdog_pid
+        self.fault_fd = fault_fd
+        self.write_error: str | None = None
         self.records: list[dict[str, Any]] = [
             {
                 "index": p.index,
@@ -130,8 +135,28 @@ class Runner:
         self.events.append({"kind": kind, "at": data.pop("at", None) or self.wall(), **data})
 
     def write(self) -> None:
-        write_json(self.paths.status, self.status)
+        try:
+            write_json(self.paths.status, self.status)
+        except OSError as exc:
+            self.cannot_record(exc)
+            return
         touch(self.paths.changed)
+
+    def cannot_record(self, exc: OSError) -> None:
+        """``status.json`` cannot be written (a full disk, most often): an attempt whose facts
+        cannot be recorded cannot be supervised, so it is ended, and why is written in place
+        into the room ``fault.json`` reserved at claim, for the observer to report."""
+        if self.write_error is not None:
+            return
+        self.write_error = f"cannot write {self.paths.status}: {exc.strerror or exc}"
+        self.event("runner_error", error=self.write_error, errno=exc.errno)
+        if self.fault_fd is not None:
+            record_fault(
+                self.fault_fd,
+                {"at": self.wall(), "error": self.write_error, "errno": exc.errno},
+            )
+        print(self.write_error, file=sys.stderr, flush=True)
+        self.begin_teardown()
 
     # --- the attempt ---------------------------------------------------------------------
 
@@ -140,6 +165,8 @@ class Runner:
         cwd = self.launch.processes[0].cwd
         if cancel is not None:
             self.event("cancel", actor=cancel.get("actor"), reason=cancel.get("reason"))
+        elif self.write_error is not None:
+            pass  # nothing can be recorded: start nothing
         elif not os.path.isdir(cwd):
             self.event("start_failure", error=f"working directory {cwd} does not exist", cwd=cwd)
         else:
@@ -157,7 +184,7 @@ class Runner:
         self.finish()
 
     def spawn(self, process: ProcessLaunch) -> bool:
-        env = {**os.environ, **process.env}
+        env = self.launch.process_env(process, os.environ)
         program = process.argv[0]
         found = shutil.which(program, path=env.get("PATH")) if "/" not in program else program
         problem = None
@@ -271,7 +298,7 @@ class Runner:
                 for record in self.records:
                     if record["node"] == node and record["endedAt"] is None:
                         record["stoppedBy"] = "memory"
-                procs.signal_group(self.pgids[node], signal.SIGKILL)
+                procs.signal_group(self.pgids[node], signal.SIGKILL, owner=os.getpid())
                 procs.signal_pids(pids, signal.SIGKILL)
                 return True
         return False
@@ -295,8 +322,8 @@ class Runner:
         self.signal_all(signal.SIGTERM)
 
     def signal_all(self, sig: int) -> None:
-        for pgid in self.pgids.values():
-            procs.signal_group(pgid, sig)
+        for pgid in self.pgids.values():  # only groups that still hold processes of ours
+            procs.signal_group(pgid, sig, owner=os.getpid())
         procs.signal_pids(self.leftovers(), sig)
 
     def leftovers(self) -> set[int]:
@@ -382,9 +409,10 @@ def main(argv: list[str]) -> int:
             return 0  # the attempt was already executed (or is being executed): never twice
         os.write(fd, str(os.getpid()).encode())
         os.close(fd)
+        fault_fd = reserve_fault(paths.fault)
         say_claimed(ready)  # start returns now; the ranks start below, without that fd
         procs.become_subreaper()
-        runner = Runner(launch, paths, groups, memory, watchdog_pid)
+        runner = Runner(launch, paths, groups, memory, watchdog_pid, fault_fd)
         runner.write()
         try:
             runner.run()

@@ -14,11 +14,13 @@ Differences from the SPI's general guarantees (``dispatch.adapters.base``):
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 
 from dispatch.adapters.base import AdapterContext
+from dispatch.adapters.secrets import HIDDEN
 from dispatch.adapters.slurm import commands as cmd
 from dispatch.adapters.slurm.evidence import job_evidence, output_evidence
 from dispatch.adapters.slurm.native import SlurmJob, Source
@@ -68,6 +70,7 @@ from dispatch.model import (
     State,
     Unsupported,
 )
+from dispatch.model.environ import base_environment
 from dispatch.model.lastwords import last_words
 
 #: sbatch errors that mean the request itself cannot be satisfied (not a passing failure)
@@ -142,6 +145,16 @@ class SlurmAdapter:
     async def capabilities(self, spec: JobSpec | None = None) -> CapabilityReport:
         facts = await self.facts()
         found = refusals(facts, spec, self._partition(spec)) if spec is not None else ()
+        if spec is not None and spec.secret_env and self.settings.transport != "local":
+            found = (
+                *found,
+                Reason(
+                    "slurm-secret-transport",
+                    f"secretEnv needs transport local: over {self.settings.transport} the "
+                    "values would travel on the login node's command line; submit from a "
+                    "Slurm submit host, or pass the value another way",
+                ),
+            )
         return CapabilityReport(
             cluster=self.cluster.name,
             adapter=self.kind,
@@ -178,20 +191,39 @@ class SlurmAdapter:
             report = replace(report, refusals=(*report.refusals, reason))
             script = ""
         name = job_name(job.id, attempt)
-        submit = self.runner.transport.invocation(cmd.build_sbatch_command(hold=True), {})
+        sbatch = cmd.build_sbatch_command(hold=True, export=self._exported(job))
+        submit = self.runner.transport.invocation(sbatch, {})
+        sent = {
+            "argv": list(submit.argv),
+            "stdin": "sbatch-script",
+            "secretEnv": dict.fromkeys(job.spec.secret_env, HIDDEN),
+        }
         artifacts = (
             Artifact("sbatch-script", name, script),
             Artifact("argv", "mkdir", {"argv": cmd.build_mkdir_command(output_dir)}),
-            Artifact("argv", "sbatch", {"argv": list(submit.argv), "stdin": "sbatch-script"}),
+            Artifact("argv", "sbatch", sent),
         )
         extra = {"held": held, "layout": asdict(layout(job.spec))}
         return Plan(identity, self.kind, report, artifacts, tuple(notes), extra)
+
+    @staticmethod
+    def _environment(job: Job) -> dict[str, str]:
+        """The base and ``inheritEnv`` values captured at submit (a job recorded before they
+        were: the base of this process)."""
+        if job.environment is not None:
+            return dict(job.environment)
+        return base_environment(os.environ)
+
+    def _exported(self, job: Job) -> list[str]:
+        return [*self._environment(job), *job.spec.secret_env]
 
     # --- start ------------------------------------------------------------------------------
 
     async def start(self, job: Job, attempt: int, *, held: bool = False) -> AttemptHandle:
         plan = await self.plan(job, attempt, held=held)
         plan.capabilities.raise_if_refused()
+        # sbatch's own environment carries the values it exports: none is written anywhere
+        values = {**self._environment(job), **self.context.secret_values(job)}
         name = job_name(job.id, attempt)
         since = datetime.fromtimestamp(job.created_at - 86400, UTC).date().isoformat()
         existing = await self._jobs_named(name, since)
@@ -201,7 +233,8 @@ class SlurmAdapter:
             output_dir = self._output_dir(job, attempt)
             await self._checked(cmd.build_mkdir_command(output_dir), "create the output folder")
             script = str(plan.artifacts[0].content)
-            result = await self.runner.run(cmd.build_sbatch_command(hold=True), stdin=script)
+            sbatch = cmd.build_sbatch_command(hold=True, export=self._exported(job))
+            result = await self.runner.run(sbatch, stdin=script, env=values)
             if not result.ok:
                 self._raise_submit_error(result)
             try:
@@ -211,7 +244,7 @@ class SlurmAdapter:
             named = await self._jobs_named(name, since)
             winner = named[0] if named else SlurmJob(mine, name, ("PENDING",), Source.SQUEUE)
             if int(winner.job_id) < int(mine):
-                await self.runner.run(cmd.build_scancel_command(mine))  # lost the race
+                await self.runner.run(cmd.build_scancel_command(mine, name))  # lost the race
         if not held and winner.state == "PENDING" and winner.reason == "JobHeldUser":
             await self.runner.run(cmd.build_release_command(winner.job_id))
         shape = layout(job.spec)
@@ -280,6 +313,9 @@ class SlurmAdapter:
         job = snapshot.jobs.get(handle.native)
         if job is None:
             return self._gone(handle, snapshot, now)
+        other = _renamed(job, handle, now)
+        if other is not None:
+            return other
         evidence = [job_evidence(job, now)]
         output = None
         if derive_outcome(job).state is State.FAILED:
@@ -341,7 +377,8 @@ class SlurmAdapter:
             return
         comment = cmd.build_comment_command(handle.native, cmd.cancel_comment(actor))
         await self.runner.run(comment)  # best effort: the job may end meanwhile
-        result = await self.runner.run(cmd.build_scancel_command(handle.native))
+        name = str(handle.data.get("name") or "") or None  # only the job dispatch named so
+        result = await self.runner.run(cmd.build_scancel_command(handle.native, name))
         if not result.ok and not any(m in result.stderr for m in _ALREADY_OVER):
             raise SchedulerUnavailable(f"scancel failed: {result.describe()}")
 
@@ -394,3 +431,26 @@ class SlurmAdapter:
         if not result.ok:
             raise SchedulerUnavailable(f"cannot {what}: {result.describe()}")
         return result.stdout
+
+
+def _renamed(job: SlurmJob, handle: AttemptHandle, now: float) -> Observation | None:
+    """The observation of an attempt whose job id now names another job (ids are reused once
+    Slurm wraps around or its state is reset): the name Slurm reports is not the one dispatch
+    gave. It ends ``unknown`` with both names, and the job is never acted on. None when the
+    names agree, or when either is not known (a handle recorded without a name)."""
+    expected = str(handle.data.get("name") or "")
+    if not expected or not job.name or job.name == expected:
+        return None
+    summary = (
+        f"Slurm job {job.job_id} is not the one dispatch submitted (named {expected!r}): it is "
+        f"named {job.name!r} now; dispatch leaves it alone"
+    )
+    proof = Evidence(
+        kind="guard",
+        key=f"guard/slurm/{job.job_id}/replaced/{job.name}",
+        observed_at=now,
+        summary=summary,
+        data={"guard": "replaced", "jobId": job.job_id, "name": expected, "found": job.name},
+    )
+    outcome = Outcome(State.FAILED, Cause.UNKNOWN, summary=summary, evidence=(proof,))
+    return Observation(handle, outcome, (), observed_at=now, gone=True)

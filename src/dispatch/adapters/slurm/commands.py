@@ -17,9 +17,12 @@ def build_mkdir_command(path: str) -> list[str]:
     return ["mkdir", "-p", path]
 
 
-def build_sbatch_command(*, hold: bool = False) -> list[str]:
-    """Submit the script given on standard input; print ``<id>[;cluster]``."""
-    return ["sbatch", "--parsable", *(["--hold"] if hold else [])]
+def build_sbatch_command(*, hold: bool = False, export: Sequence[str] = ()) -> list[str]:
+    """Submit the script given on standard input; print ``<id>[;cluster]``. The job's
+    environment is exactly the variables named in ``export`` (their values are sbatch's own
+    environment: never on a command line, nor in the script) and Slurm's ``SLURM_*``."""
+    names = ",".join(sorted(export)) or "NONE"
+    return ["sbatch", "--parsable", *(["--hold"] if hold else []), f"--export={names}"]
 
 
 def build_squeue_json_command() -> list[str]:
@@ -85,8 +88,10 @@ def build_comment_command(job_id: str, comment: str) -> list[str]:
     return ["scontrol", "update", f"JobId={job_id}", f"Comment={comment}"]
 
 
-def build_scancel_command(job_id: str) -> list[str]:
-    return ["scancel", job_id]
+def build_scancel_command(job_id: str, name: str | None = None) -> list[str]:
+    """Cancel ``job_id``; with ``name``, only if the job still has that name (scancel applies
+    every filter given: a reused id of another job is left alone)."""
+    return ["scancel", *([f"--name={name}"] if name else []), job_id]
 
 
 def build_hold_command(job_id: str) -> list[str]:

@@ -3,7 +3,8 @@
 One ``sbatch`` allocation of ``nodes`` nodes; its script starts the ranks with one ``srun``:
 one task per node for a torchrun command (torchrun starts the ranks), else ``procsPerNode``
 tasks per node, each with the torchrun-style variables derived from Slurm's own
-(``SLURM_PROCID`` …). Every task sees ``PET_*``, the identity variables and the spec's env.
+(``SLURM_PROCID`` …). Every task sees ``PET_*``, the identity variables and the spec's env,
+and ``OMP_NUM_THREADS=1`` when several ranks share a node and nobody set it (as torchrun).
 Pure; no I/O.
 """
 
@@ -110,10 +111,16 @@ def build_sbatch_script(
     if spec.working_dir:
         lines.append(_directive("chdir", spec.working_dir))
     lines += ["", "set -u"]
+    if shape.procs_per_node > 1 and "OMP_NUM_THREADS" not in spec.env:
+        # torchrun's default for several processes per node, without its banner; a value
+        # the job's environment already has (one it inherits) is kept
+        lines.append('export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"')
     exported = {**identity.env(), **spec.env}
     lines += [f"export {key}={shlex.quote(value)}" for key, value in exported.items()]
     port = str(master_port) if master_port else DERIVED_PORT
     lines += [
+        "# the tasks get this script's whole environment (sbatch --export chose the base)",
+        "export SLURM_EXPORT_ENV=ALL",
         f"export PET_NNODES={shape.nodes}",
         f"export PET_NPROC_PER_NODE={shape.procs_per_node}",
         "# the batch script runs on the first node of the allocation",

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from dispatch.adapters.slurm.transport import LocalTransport, SshTransport, Transport
-from dispatch.config import ClusterConfig
+from dispatch.config import ClusterConfig, finite_number
 from dispatch.model import ConfigError
+from dispatch.model.shown import listed, show
 
 KNOWN = frozenset(
     {
@@ -65,10 +66,10 @@ class SlurmSettings:
     def from_cluster(cls, cluster: ClusterConfig, state_dir: Path) -> SlurmSettings:
         """Validated settings; raises ``ConfigError`` naming every problem at once."""
         raw: Mapping[str, Any] = cluster.settings
-        problems = [f"unknown setting {k!r}" for k in sorted(set(raw) - KNOWN)]
+        problems = [f"unknown setting {show(k)}" for k in sorted(map(str, set(raw) - KNOWN))]
         transport = raw.get("transport", "local")
         if transport not in ("local", "ssh"):
-            problems.append(f"transport must be 'local' or 'ssh' (got {transport!r})")
+            problems.append(f"transport must be 'local' or 'ssh' (got {show(transport)})")
         host = raw.get("host")
         if transport == "ssh" and not (isinstance(host, str) and host):
             problems.append("transport ssh needs `host:` (the login node)")
@@ -81,24 +82,25 @@ class SlurmSettings:
                 )
             output_dir = str(state_dir / "slurm" / cluster.name)
         elif not (isinstance(output_dir, str) and output_dir.startswith("/")):
-            problems.append(f"outputDir must be an absolute path (got {output_dir!r})")
+            problems.append(f"outputDir must be an absolute path (got {show(output_dir)})")
         accounting = raw.get("accounting", "auto")
         if accounting not in ACCOUNTING_MODES:
             problems.append(f"accounting must be one of {', '.join(ACCOUNTING_MODES)}")
         numbers = {}
         for key, default in (("pollInterval", 10.0), ("commandTimeout", 60.0)):
-            value = raw.get(key, default)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                problems.append(f"{key} must be a positive number of seconds (got {value!r})")
-                value = default
-            numbers[key] = float(value)
+            number = finite_number(raw.get(key, default))
+            if number is None or number <= 0:
+                shown = show(raw.get(key))
+                problems.append(f"{key} must be a positive number of seconds (got {shown})")
+                number = default
+            numbers[key] = number
         ints = {}
         for key in ("port", "masterPort"):
             value = raw.get(key)
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536
             ):
-                problems.append(f"{key} must be a port number (got {value!r})")
+                problems.append(f"{key} must be a port number (got {show(value)})")
                 value = None
             ints[key] = value
         options = raw.get("sshOptions", [])
@@ -109,7 +111,7 @@ class SlurmSettings:
             if raw.get(key) is not None and not isinstance(raw.get(key), str):
                 problems.append(f"{key} must be a string")
         if problems:
-            raise ConfigError(f"cluster {cluster.name!r} (slurm): " + "; ".join(problems))
+            raise ConfigError(f"cluster {cluster.name!r} (slurm): " + listed(problems))
         return cls(
             transport=transport,
             host=host,

@@ -95,7 +95,16 @@ class Runner(Protocol):
 
     transport: Transport
 
-    async def run(self, argv: Sequence[str], *, stdin: str | None = None) -> CommandResult: ...
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        """``env``: variables for this command only (sbatch's ``--export`` takes the job's
+        environment and secrets from them); never logged."""
+        ...
 
 
 #: what Slurm commands and ssh print when the cluster's configuration, not its load, is wrong
@@ -127,8 +136,14 @@ class ProcessRunner:
         self.env = dict(env or {})
         self.timeout = timeout
 
-    async def run(self, argv: Sequence[str], *, stdin: str | None = None) -> CommandResult:
-        call = self.transport.invocation(argv, self.env)
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        call = self.transport.invocation(argv, {**(env or {}), **self.env})
         self._check_configuration(call)
         try:
             process = await asyncio.create_subprocess_exec(

@@ -114,6 +114,14 @@ def prepare_update(
         )
     if rv and rv != old_meta["resourceVersion"]:
         raise errors.conflict(rtype.group, rtype.plural, name, errors.STALE)
+    uid = str(m.get("uid") or "")
+    if uid and uid != old_meta.get("uid"):  # as ValidateObjectMetaUpdate: a patch cannot swap it
+        raise errors.invalid(
+            rtype.group,
+            rtype.kind,
+            name,
+            [FieldError.invalid("metadata.uid", uid, "field is immutable")],
+        )
     if subresource == "status":
         status = new.get("status")
         new = clone(existing)

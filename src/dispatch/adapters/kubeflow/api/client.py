@@ -249,8 +249,18 @@ class Session:
         return dict(created)
 
     async def merge_patch(
-        self, res: Resource, name: str, patch: Mapping[str, Any], namespace: str
+        self,
+        res: Resource,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str,
+        *,
+        uid: str | None = None,
     ) -> JsonObj:
+        """A JSON merge patch; with ``uid``, the patch names it (``metadata.uid``), so the API
+        server refuses it (422, uid is immutable) when the name now holds another object."""
+        if uid:
+            patch = {**patch, "metadata": {**(patch.get("metadata") or {}), "uid": uid}}
         try:
             patched = await self.custom.patch_namespaced_custom_object(
                 res.group,
@@ -267,9 +277,20 @@ class Session:
         return dict(patched)
 
     async def delete(
-        self, res: Resource, name: str, namespace: str, *, propagation: str = "Foreground"
+        self,
+        res: Resource,
+        name: str,
+        namespace: str,
+        *,
+        propagation: str = "Foreground",
+        uid: str | None = None,
     ) -> bool:
-        """Delete an object; False when it did not exist."""
+        """Delete an object; False when it did not exist. With ``uid``, only the object of
+        that uid: the API server answers 409 (``Conflict``) when the name holds another."""
+        options = client.V1DeleteOptions(
+            propagation_policy=propagation,
+            preconditions=client.V1Preconditions(uid=uid) if uid else None,
+        )
         try:
             await self.custom.delete_namespaced_custom_object(
                 res.group,
@@ -277,11 +298,63 @@ class Session:
                 namespace,
                 res.plural,
                 name,
-                propagation_policy=propagation,
+                body=options,
                 _request_timeout=self.timeout,
             )
         except API_FAILURES as exc:
             error = translate(exc, f"delete {res.describe(name, namespace)}", write=True)
+            if isinstance(error, NotFound):
+                return False
+            raise error from None
+        return True
+
+    # --- the Secret of an attempt's secretEnv ----------------------------------------------
+
+    async def create_secret(self, body: Mapping[str, Any], namespace: str) -> JsonObj:
+        """Create a core/v1 Secret; ``AlreadyExists`` when the name is taken. Errors name the
+        Secret, never its data."""
+        name = str(body.get("metadata", {}).get("name", ""))
+        core = client.CoreV1Api(self.api)
+        try:
+            raw: Any = dict(body)  # the client sends a plain manifest as it is
+            created = await core.create_namespaced_secret(
+                namespace, raw, _request_timeout=self.timeout
+            )
+        except API_FAILURES as exc:
+            raise translate(exc, f"create Secret {namespace}/{name}", write=True) from None
+        return dict(self.api.sanitize_for_serialization(created))
+
+    async def read_secret_metadata(self, name: str, namespace: str) -> JsonObj | None:
+        """A Secret's ``metadata`` only (its data is never kept), or None when absent."""
+        core = client.CoreV1Api(self.api)
+        try:
+            found = await core.read_namespaced_secret(
+                name, namespace, _request_timeout=self.timeout
+            )
+        except API_FAILURES as exc:
+            error = translate(exc, f"read Secret {namespace}/{name}")
+            if isinstance(error, NotFound):
+                return None
+            raise error from None
+        return {"metadata": dict(self.api.sanitize_for_serialization(found.metadata))}
+
+    async def patch_secret_metadata(
+        self, name: str, metadata: Mapping[str, Any], namespace: str
+    ) -> None:
+        core = client.CoreV1Api(self.api)
+        try:
+            await core.patch_namespaced_secret(
+                name, namespace, {"metadata": dict(metadata)}, _request_timeout=self.timeout
+            )
+        except API_FAILURES as exc:
+            raise translate(exc, f"patch Secret {namespace}/{name}", write=True) from None
+
+    async def delete_secret(self, name: str, namespace: str) -> bool:
+        core = client.CoreV1Api(self.api)
+        try:
+            await core.delete_namespaced_secret(name, namespace, _request_timeout=self.timeout)
+        except API_FAILURES as exc:
+            error = translate(exc, f"delete Secret {namespace}/{name}", write=True)
             if isinstance(error, NotFound):
                 return False
             raise error from None

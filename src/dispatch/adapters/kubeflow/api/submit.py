@@ -26,6 +26,7 @@ fields silently, so a created TrainJob without them is deleted with its copy and
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +34,13 @@ from typing import Any
 from dispatch.adapters.kubeflow.api.client import TRAINING_RUNTIMES, TRAINJOBS, Resource, Session
 from dispatch.adapters.kubeflow.api.errors import AlreadyExists, ApiRejected, Conflict
 from dispatch.adapters.kubeflow.api.probe import TRAINER_TOO_OLD
-from dispatch.adapters.kubeflow.objects import dig
+from dispatch.adapters.kubeflow.api.secret import (
+    SECRET_KIND,
+    create_secret,
+    discard_secret,
+    own_secret,
+)
+from dispatch.adapters.kubeflow.objects import dig, text_of
 from dispatch.adapters.kubeflow.planning.trainjob import (
     LABEL_ATTEMPT,
     LABEL_JOB,
@@ -102,9 +109,13 @@ async def _create_or_adopt(
 
 
 async def _remove_unowned_copy(session: Session, copy: Mapping[str, Any], namespace: str) -> None:
+    """Delete the copy as read (its uid): a copy replaced under its name meanwhile is left."""
     if not dig(copy, "metadata", "ownerReferences"):
-        name = str(dig(copy, "metadata", "name"))
-        await session.delete(TRAINING_RUNTIMES, name, namespace, propagation="Background")
+        name, uid = str(dig(copy, "metadata", "name")), text_of(dig(copy, "metadata", "uid"))
+        with contextlib.suppress(Conflict):  # the name holds another owner's runtime now
+            await session.delete(
+                TRAINING_RUNTIMES, name, namespace, propagation="Background", uid=uid or None
+            )
 
 
 def _pruned(sent: Mapping[str, Any], stored: Mapping[str, Any]) -> list[str]:
@@ -119,9 +130,10 @@ async def _own_copy(
     owners = dig(copy, "metadata", "ownerReferences") or []
     if any(isinstance(o, Mapping) and o.get("uid") == uid for o in owners):
         return True
-    try:
+    copy_uid = text_of(dig(copy, "metadata", "uid")) or None
+    try:  # the copy as read (its uid): one replaced under its name meanwhile is refused
         await session.merge_patch(
-            TRAINING_RUNTIMES, name, owner_reference_patch(name, uid), namespace
+            TRAINING_RUNTIMES, name, owner_reference_patch(name, uid), namespace, uid=copy_uid
         )
     except (ApiRejected, Forbidden):
         return False  # the TrainJob runs; only the clean-up of the copy is lost
@@ -140,6 +152,8 @@ async def adopt_existing(
     owned = False
     if copy is not None and _owned_by_attempt(copy, job, attempt):
         owned = await _own_copy(session, copy, name, uid, namespace)
+    if job.spec.secret_env:
+        await own_secret(session, name, uid, namespace)
     return Created(name=name, uid=uid, adopted=True, copy_owned=owned)
 
 
@@ -148,6 +162,16 @@ async def discard_copy(session: Session, name: str, job: Job, attempt: int, name
     copy = await session.get(TRAINING_RUNTIMES, name, namespace)
     if copy is not None and _owned_by_attempt(copy, job, attempt):
         await _remove_unowned_copy(session, copy, namespace)
+    if job.spec.secret_env:
+        await discard_secret(session, name, job, attempt, namespace)
+
+
+async def _discard_secret(
+    session: Session, trainjob: Mapping[str, Any], job: Job, attempt: int, namespace: str
+) -> None:
+    if job.spec.secret_env:
+        name = str(trainjob["metadata"]["name"])
+        await discard_secret(session, name, job, attempt, namespace)
 
 
 async def create_attempt(
@@ -158,6 +182,9 @@ async def create_attempt(
     copy_body, trainjob_body = by_kind["TrainingRuntime"], by_kind["TrainJob"]
     if not isinstance(copy_body, Mapping) or not isinstance(trainjob_body, Mapping):
         raise TypeError("a Kubeflow plan's artifacts are manifests")
+    secret = by_kind.get(SECRET_KIND)
+    if isinstance(secret, Mapping):  # first, so the pods find it (api/secret.py)
+        await create_secret(session, secret, job, attempt, namespace, cluster)
     copy, _ = await _create_or_adopt(
         session, TRAINING_RUNTIMES, copy_body, job, attempt, namespace, cluster
     )
@@ -167,16 +194,19 @@ async def create_attempt(
         )
     except ApiRejected as exc:
         await _remove_unowned_copy(session, copy, namespace)
+        await _discard_secret(session, trainjob_body, job, attempt, namespace)
         raise Unsupported([Reason(API_REJECTED, str(exc))], cluster=cluster) from None
     except (Unsupported, Forbidden):
         await _remove_unowned_copy(session, copy, namespace)
+        await _discard_secret(session, trainjob_body, job, attempt, namespace)
         raise
     name = str(trainjob["metadata"]["name"])
     uid = str(trainjob["metadata"]["uid"])
     pruned = [] if adopted else _pruned(trainjob_body, trainjob)
     if pruned:
-        await session.delete(TRAINJOBS, name, namespace, propagation="Foreground")
+        await session.delete(TRAINJOBS, name, namespace, propagation="Foreground", uid=uid)
         await _remove_unowned_copy(session, copy, namespace)
+        await _discard_secret(session, trainjob_body, job, attempt, namespace)
         raise Unsupported(
             [
                 Reason(
@@ -188,4 +218,6 @@ async def create_attempt(
             cluster=cluster,
         )
     owned = await _own_copy(session, copy, name, uid, namespace)
+    if job.spec.secret_env:
+        await own_secret(session, name, uid, namespace)
     return Created(name=name, uid=uid, adopted=adopted, copy_owned=owned)

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from dispatch.model import yaml12
+from dispatch.model.shown import clip
 
 
 def parse_dump(text: str) -> list[dict[str, Any]]:
@@ -38,6 +39,12 @@ def parse_dump(text: str) -> list[dict[str, Any]]:
 
 
 _DOCUMENT_MARK = re.compile(r"^---", re.MULTILINE)
+#: a line that starts with this much indentation and block indicators (``- - - x``) may nest
+#: deeper than ``yaml_rs`` reads without overflowing its stack (a crash past ~10,000 levels):
+#: such a text goes to the PyYAML loader, whose depth is bounded
+_DEEP_LINE = re.compile(r"^[ \t?:-]{1000}", re.MULTILINE)
+#: events aliases may replay in a dump read by ``yaml_rs`` (about two a value)
+MAX_REPLAYED_EVENTS = 20 * yaml12.MAX_ALIAS_EXPANSION
 
 
 def _documents(text: str) -> list[Any]:
@@ -46,16 +53,16 @@ def _documents(text: str) -> list[Any]:
             return _json_stream(text)
         except ValueError:
             pass  # YAML in flow style, perhaps
-    fast = _fast_yaml(text)
+    fast = None if _DEEP_LINE.search(text) else _fast_yaml(text)
     if fast is not None:
         return fast
     try:
-        return [doc for doc in yaml12.load_all(text) if doc is not None]
+        return [doc for doc in yaml12.load_all(text, max_chars=None) if doc is not None]
     except yaml.YAMLError as yaml_error:
         try:
             return _json_stream(text)
         except ValueError:
-            raise ValueError(f"not valid YAML or JSON: {yaml_error}") from None
+            raise ValueError(f"not valid YAML or JSON: {clip(str(yaml_error))}") from None
     except RecursionError:
         raise ValueError("nested too deeply to read") from None
 
@@ -67,9 +74,12 @@ def _fast_yaml(text: str) -> list[Any] | None:
     except ImportError:
         return None
     try:
-        loaded: Any = yaml_rs.loads(text, parse_datetime=False)
+        # kubectl writes no aliases: replaying 1,000,000 events (yaml_rs's own bound) takes
+        # seconds; this bound refuses a bomb at once and is far above any hand-written dump
+        limits = yaml_rs.AliasLimits(max_total_replayed_events=MAX_REPLAYED_EVENTS)
+        loaded: Any = yaml_rs.loads(text, parse_datetime=False, alias_limits=limits)
     except yaml_rs.YAMLDecodeError as exc:
-        raise ValueError(f"not valid YAML or JSON: {exc}") from None
+        raise ValueError(f"not valid YAML or JSON: {clip(str(exc))}") from None
     except RecursionError:
         raise ValueError("nested too deeply to read") from None
     # it gives a stream of several documents as a list of them

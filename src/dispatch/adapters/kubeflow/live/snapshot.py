@@ -34,6 +34,7 @@ from dispatch.adapters.kubeflow.api.kinds import (
 from dispatch.adapters.kubeflow.api.listwatch import list_pages
 from dispatch.adapters.kubeflow.causes.evidence import object_evidence
 from dispatch.adapters.kubeflow.live.attribution import Attribution
+from dispatch.adapters.kubeflow.live.identity import replaced_by, replaced_evidence
 from dispatch.adapters.kubeflow.objects import dig, text_of
 from dispatch.model import Evidence, Forbidden, NotFound
 
@@ -57,11 +58,18 @@ async def _items(
     return found
 
 
-async def snapshot(session: Session, namespace: str, name: str, at: float) -> list[Evidence]:
-    """The TrainJob ``namespace/name`` and what belongs to it now, as records seen ``at``."""
+async def snapshot(
+    session: Session, namespace: str, name: str, at: float, *, uid: str | None = None
+) -> list[Evidence]:
+    """The TrainJob ``namespace/name`` and what belongs to it now, as records seen ``at``.
+    With the attempt's ``uid``, a TrainJob of another uid under the name is not read further:
+    the one record is the proof that the name holds another object (``identity``)."""
     trainjob = await session.get(TRAINJOBS, name, namespace)
     if trainjob is None:
         return []
+    other = replaced_by(trainjob, uid)
+    if other is not None and uid is not None:
+        return [replaced_evidence(namespace, name, uid, other, at)]
     trainjob.setdefault("kind", "TrainJob")
     uid = text_of(dig(trainjob, "metadata", "uid"))
     index = Attribution()

@@ -57,6 +57,9 @@ class Standing:
     jobset_uids: frozenset[str] = frozenset()
     rerun: Evidence | None = None
     retired: bool = False
+    #: the name now holds a TrainJob other than the attempt's (``identity``): never judged
+    #: again, never retired
+    replaced: bool = False
     #: the last judgement: (records judged, cancelled by) and its outcome; ``changes_at`` is
     #: when that outcome may change with time alone (``Diagnosis.changes_at``)
     judged: tuple[tuple[int, str | None], Outcome] | None = None
@@ -98,6 +101,8 @@ class Verdicts:
         lists, so nothing explaining is still on its way). ``position``/``caught_up``: the
         capture's progress (see the module docstring)."""
         standing = self.standings.setdefault(name, Standing())
+        if standing.replaced and standing.final is not None:
+            return standing.final
         if standing.final is not None:
             self._look_for_rerun(standing, name, records, now, everything=settled)
             return standing.final
@@ -219,7 +224,7 @@ class Verdicts:
         standing = self.standings.get(name)
         if standing is None or standing.final is None or standing.retired or trainjob is None:
             return None
-        if dig(trainjob, "metadata", "deletionTimestamp"):
+        if standing.replaced or dig(trainjob, "metadata", "deletionTimestamp"):
             return None
         if standing.rerun is not None:
             return f"it ran again after its attempt ended ({standing.rerun.summary})"
@@ -247,8 +252,10 @@ class Verdicts:
         standing = self.standings.get(name)
         if standing is None or standing.final is None or standing.retired or trainjob is None:
             return False
-        if dig(trainjob, "spec", "suspend") is True or dig(
-            trainjob, "metadata", "deletionTimestamp"
+        if (
+            standing.replaced
+            or dig(trainjob, "spec", "suspend") is True
+            or dig(trainjob, "metadata", "deletionTimestamp")
         ):
             return False
         if any(true_condition(trainjob, kind) for kind in ("Failed", "Complete")):
@@ -281,6 +288,17 @@ class Verdicts:
             return False
         standing.searched, standing.judged = 0, None
         return True
+
+    def replaced(self, name: str, outcome: Outcome) -> Outcome:
+        """The name now holds another TrainJob (``identity``): the attempt's outcome is final
+        (``outcome``, unless one was final before) and nothing under the name is retired."""
+        standing = self.standings.setdefault(name, Standing())
+        standing.replaced = True
+        if standing.final is None:
+            standing.final = outcome
+        self._settling.discard(name)
+        self._deadlines.pop(name, None)
+        return standing.final
 
     def retired(self, name: str) -> None:
         self.standings.setdefault(name, Standing()).retired = True

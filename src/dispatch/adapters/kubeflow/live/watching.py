@@ -25,6 +25,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 
 from dispatch.adapters.kubeflow.live.attribution import TrainJobRef
 from dispatch.adapters.kubeflow.live.capture import Capture, Sleep
+from dispatch.adapters.kubeflow.live.identity import (
+    is_replaced,
+    made_before,
+    replaced_by,
+    replaced_evidence,
+    replaced_outcome,
+)
 from dispatch.adapters.kubeflow.live.verdict import Verdicts
 from dispatch.aio import first_of
 from dispatch.clock import Clock
@@ -58,12 +65,22 @@ def judge(
     *,
     cancelled_by: str | None = None,
     settled: bool = False,
+    uid: str | None = None,
 ) -> tuple[Outcome, bool]:
-    """(the outcome to report, gone) for one TrainJob from what the capture kept. While a
+    """(the outcome to report, gone) for one TrainJob from what the capture kept; with the
+    attempt's recorded ``uid``, a TrainJob of another uid under the name ends it ``unknown``
+    (``identity``) and is never judged as the attempt's. While a
     terminal outcome settles the TrainJob is never reported gone, even when it was deleted
     (e.g. retired by a supervisor that died before recording the end): the outcome that
     proves the end is on its way, and ``gone`` with an open outcome would end it ``unknown``."""
     trainjob, deleted = capture.latest_trainjob(ref)
+    found = replaced_by(trainjob, uid)
+    if found is not None and uid is not None:
+        proof = replaced_evidence(ref[0], ref[1], uid, found, now)
+        ended = verdicts.replaced(ref[1], replaced_outcome(proof))
+        if verdicts.release(ref[1]):
+            capture.release(ref)
+        return ended, True
     outcome = verdicts.judge(
         ref[1],
         capture.records(ref),
@@ -94,6 +111,7 @@ async def watch_attempts(
     lookup: Lookup,
     *,
     cancelled: Mapping[TrainJobRef, str] | None = None,
+    uids: Mapping[TrainJobRef, str] | None = None,
     sleep: Sleep = asyncio.sleep,
     recheck: float = RECHECK,
 ) -> AsyncIterator[Observation]:
@@ -133,7 +151,18 @@ async def watch_attempts(
             fresh = capture.take(ref)
             taken.append((ref, fresh))
             who = (cancelled or {}).get(ref)
-            outcome, gone = judge(capture, verdicts, ref, now, reported.get(ref), cancelled_by=who)
+            holder = capture.latest_trainjob(ref)[0]  # before a final outcome releases it
+            outcome, gone = judge(
+                capture,
+                verdicts,
+                ref,
+                now,
+                reported.get(ref),
+                cancelled_by=who,
+                uid=(uids or {}).get(ref),
+            )
+            if is_replaced(outcome):  # the other owner's objects are not the attempt's
+                fresh = tuple(made_before(fresh, holder))
             reported[ref] = outcome
             unreported.discard(ref)
             if outcome.is_terminal:

@@ -1,8 +1,7 @@
 """What Kubeflow Trainer v2.3 makes of a TrainJob and its runtime: the JobSet, as plain data.
 
-Pure (no Kubernetes client, no clock): the emulator's Trainer controller creates exactly this
-object. It lives beside ``plan`` because ``dispatch plan`` is to show users the JobSet their
-job becomes (not shown yet).
+Pure (no Kubernetes client, no clock): the emulator's Trainer controller creates exactly these
+objects, and ``dispatch plan --show-jobset`` shows them.
 
 Follows Trainer v2.3.0 (kubeflow/trainer, tag v2.3.0):
 
@@ -17,18 +16,15 @@ Follows Trainer v2.3.0 (kubeflow/trainer, tag v2.3.0):
   ``PET_NPROC_PER_NODE`` (``numProcPerNode``, else ``auto``, which becomes the CPU count when
   the node has no GPU), ``PET_NODE_RANK`` (the completion index), ``PET_MASTER_ADDR``
   (``<trainjob>-node-0-0.<trainjob>``), ``PET_MASTER_PORT`` (29500) and container port 29500.
-* ``plugins/coscheduling`` and ``plugins/volcano``: the gang's pod label or annotation and
-  its PodGroup (``plugins.coscheduling``, ``plugins.volcano``).
 * ``plugins/jobset`` ``SyncParallelCount`` / ``Build`` / ``builder.go``: parallelism =
   completions = count; ancestor jobs get ``replicas: 1``; image, command and args of container
   ``node``; initializer ``STORAGE_URI``, env and secret; ``suspend``; the owner reference.
 * ``pkg/runtime/core/snapshot.go``: the runtime snapshot ConfigMap ``<trainjob>-runtime-snapshot``.
 
-The plugins of ``planning.plugins`` (MPI among them) act in Trainer's phases; with MPI the
-TrainJob's ``numNodes`` and ``env`` are left to the MPI plugin and the JobSet builder.
-
-The JAX and XGBoost policies are plugins too (``plugins/jax``, ``plugins/xgboost``); torch's
-torchtune command rewrite is ``plugins/torchtune``.
+The other plugins are modules of ``planning.plugins``, run in Trainer's phases: MPI (which
+takes the TrainJob's ``numNodes`` and ``env`` over from the code here), JAX, XGBoost, the
+torchtune command rewrite (called from the torch code here), coscheduling and Volcano (the
+gang's pod label or annotation, and its PodGroup).
 
 Not rendered (``UnsupportedRuntime``): the Flux policy, MPI other than OpenMPI.
 """

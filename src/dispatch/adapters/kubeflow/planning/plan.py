@@ -27,11 +27,14 @@ from dispatch.adapters.kubeflow.planning.trainjob import (
     LABEL_RUNTIME,
     LABEL_RUNTIME_COPY,
     MIN_TRAINER_VERSION,
+    identity_labels,
     object_annotations,
     object_labels,
     runtime_copy,
+    secret_manifest,
     trainjob_manifest,
 )
+from dispatch.adapters.secrets import HIDDEN
 from dispatch.model import Artifact, CapabilityReport, Job, JobSpec, Plan, Reason
 
 ADAPTER = "kubeflow"
@@ -104,11 +107,20 @@ def plan_objects(
             labels={**labels, LABEL_RUNTIME: chosen},
             annotations=annotations,
             held=held,
+            inherited={
+                name: job.environment[name]
+                for name in spec.inherit_env
+                if job.environment is not None and name in job.environment
+            },
         )
         artifacts = (
             Artifact(kind="TrainingRuntime", name=name, content=copy),
             Artifact(kind="TrainJob", name=name, content=trainjob),
         )
+        if spec.secret_env:  # the values are filled in by ``start`` only
+            hidden = dict.fromkeys(spec.secret_env, HIDDEN)
+            secret = secret_manifest(name, namespace, identity_labels(job.id, attempt), hidden)
+            artifacts += (Artifact(kind="Secret", name=secret["metadata"]["name"], content=secret),)
     version = ".".join(str(part) for part in MIN_TRAINER_VERSION)
     notes = (f"the TrainJob uses runtimePatches and needs Kubeflow Trainer >= {version}",)
     return Plan(

@@ -138,6 +138,10 @@ def weakened_identity_text(*, ignore_rule: bool, per_index: bool) -> str | None:
     )
 
 
+#: reasons a verdict lists (the rest are counted)
+MAX_REASONS = 20
+
+
 def check_runtime(
     raw: Any,
     settings: KubeflowSettings,
@@ -153,7 +157,7 @@ def check_runtime(
     read_kind, read_name = runtime_identity(raw)
     kind = kind or read_kind or "ClusterTrainingRuntime"
     name = name or read_name
-    label = f"{kind} {name!r}"
+    label = f"{kind[:60]} {show(name)}"  # bounded: a file may hold any kind and name
     reasons: list[Reason] = []
     if not settings.allows(kind, name):
         listed = ", ".join(settings.runtimes or ())
@@ -188,6 +192,9 @@ def check_runtime(
         else None
     )
     ordered = sorted(reasons, key=lambda r: RULES.index(r.rule))
+    if len(ordered) > MAX_REASONS:  # e.g. one per replicated job of a runtime with thousands
+        more = Reason(ordered[MAX_REASONS].rule, f"and {len(ordered) - MAX_REASONS:,} more reasons")
+        ordered = [*ordered[:MAX_REASONS], more]
     return RuntimeVerdict(
         kind, name, tuple(ordered), _procs_per_node(label, policies), weakened, torch, tuple(jobs)
     )

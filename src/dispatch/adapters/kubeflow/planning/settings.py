@@ -29,6 +29,7 @@ from typing import Any
 
 from dispatch.config import ClusterConfig
 from dispatch.model import ConfigError
+from dispatch.model.shown import listed, show
 from dispatch.model.units import parse_duration
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -92,7 +93,7 @@ def _optional_text(data: Mapping[str, Any], key: str, problems: list[str]) -> st
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        problems.append(f"`{key}` must be a non-empty string (got {value!r})")
+        problems.append(f"`{key}` must be a non-empty string (got {show(value)})")
         return None
     return value
 
@@ -103,14 +104,14 @@ def _runtimes(value: Any, problems: list[str]) -> tuple[str, ...] | None:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         problems.append(
             "`runtimes` must be a list of runtime names (or Kind/name), "
-            f"e.g. [torch-distributed] (got {value!r})"
+            f"e.g. [torch-distributed] (got {show(value)})"
         )
         return None
     for entry in value:
         kind, slash, _ = entry.rpartition("/")
         if slash and kind not in _RUNTIME_KINDS:
             problems.append(
-                f"`runtimes` entry {entry!r}: the kind before '/' must be one of "
+                f"`runtimes` entry {show(entry)}: the kind before '/' must be one of "
                 f"{', '.join(_RUNTIME_KINDS)}"
             )
     return tuple(value)
@@ -122,29 +123,36 @@ def _publish(value: Any, problems: list[str]) -> tuple[PublishVia, str | None]:
     if not isinstance(value, Mapping):
         problems.append(
             "`publish` must be a mapping, e.g. {via: env} or "
-            f"{{via: initContainer, initContainer: register}} (got {value!r})"
+            f"{{via: initContainer, initContainer: register}} (got {show(value)})"
         )
         return PublishVia.ENV, None
-    unknown = sorted(str(k) for k in value if k not in ("via", "initContainer"))
+    unknown = sorted(
+        k[:60] if isinstance(k, str) else show(k)
+        for k in value
+        if k not in ("via", "initContainer")
+    )
     if unknown:
-        problems.append(f"`publish` has unknown key(s) {unknown}; known: via, initContainer")
+        more = f" and {len(unknown) - 5:,} more" if unknown[5:] else ""
+        problems.append(
+            f"`publish` has unknown key(s) {unknown[:5]}{more}; known: via, initContainer"
+        )
     via_text = value.get("via", PublishVia.ENV.value)
     try:
         via = PublishVia(via_text)
     except ValueError:
-        problems.append(f"`publish.via` must be env or initContainer (got {via_text!r})")
+        problems.append(f"`publish.via` must be env or initContainer (got {show(via_text)})")
         return PublishVia.ENV, None
     container = value.get("initContainer")
     if via is PublishVia.INIT_CONTAINER:
         if not isinstance(container, str) or not _DNS_LABEL.match(container):
             problems.append(
                 "`publish.initContainer` must name the trainer pod's init container "
-                f"(a DNS label, e.g. register) when publish.via is initContainer (got {container!r})"
+                f"(a DNS label, e.g. register) when publish.via is initContainer (got {show(container)})"
             )
             return via, None
         if container in _TRAINER_OWNED_CONTAINERS:
             problems.append(
-                f"`publish.initContainer` may not be {container!r}: Trainer rejects a runtime "
+                f"`publish.initContainer` may not be {show(container)}: Trainer rejects a runtime "
                 "patch that sets env on its own containers"
             )
             return via, None
@@ -169,24 +177,25 @@ def settings_from_mapping(data: Any, *, cluster: str = "?") -> KubeflowSettings:
     problems: list[str] = []
     for key in data:
         if key not in KNOWN_KEYS:
-            guess = difflib.get_close_matches(str(key), KNOWN_KEYS, n=1, cutoff=0.6)
+            written = key if isinstance(key, str) else show(key)
+            guess = difflib.get_close_matches(written[:100], KNOWN_KEYS, n=1, cutoff=0.6)
             hint = f"; did you mean {guess[0]!r}?" if guess else f"; known: {', '.join(KNOWN_KEYS)}"
-            problems.append(f"unknown setting {key!r} for a kubeflow cluster{hint}")
+            problems.append(f"unknown setting {show(key)} for a kubeflow cluster{hint}")
     kubeconfig = _optional_text(data, "kubeconfig", problems)
     context = _optional_text(data, "context", problems)
     namespace = _optional_text(data, "namespace", problems)
     if namespace is not None and not _DNS_LABEL.match(namespace):
-        problems.append(f"`namespace` must be a DNS label (got {namespace!r})")
+        problems.append(f"`namespace` must be a DNS label (got {show(namespace)})")
     queue = _optional_text(data, "queue", problems)
     allow = data.get("allowRankRestart", False)
     if not isinstance(allow, bool):
-        problems.append(f"`allowRankRestart` must be true or false (got {allow!r})")
+        problems.append(f"`allowRankRestart` must be true or false (got {show(allow)})")
         allow = False
     runtimes = _runtimes(data.get("runtimes"), problems)
     patience = _patience(data.get("patience"), problems)
     via, container = _publish(data.get("publish"), problems)
     if problems:
-        raise ConfigError(f"{where}: " + "; ".join(problems))
+        raise ConfigError(f"{where}: " + listed(problems))
     return KubeflowSettings(
         kubeconfig=kubeconfig,
         context=context,
@@ -209,6 +218,6 @@ def _patience(value: Any, problems: list[str]) -> float:
         problems.append(f"`patience` must be a duration such as 10m or 600 ({exc})")
         return DEFAULT_PATIENCE
     if seconds <= 0:
-        problems.append(f"`patience` must be positive (got {value!r})")
+        problems.append(f"`patience` must be positive (got {show(value)})")
         return DEFAULT_PATIENCE
     return seconds

@@ -56,9 +56,11 @@ _NOT_COPIED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
 def spec_hash(spec: JobSpec) -> str:
     """``sha256:<hex>`` of the spec's canonical JSON (field order and defaults do not matter)."""
-    text = json.dumps(
-        spec.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":")
-    )
+    data = spec.model_dump(mode="json", by_alias=True)
+    for later in ("inheritEnv", "secretEnv"):  # fields added later: the hash of a spec not
+        if not data.get(later):  # using them stays what it was
+            data.pop(later, None)
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -185,8 +187,41 @@ def trainer_command(spec: JobSpec, torch: bool) -> list[str]:
     return list(spec.command)
 
 
-def _trainer(spec: JobSpec, verdict: RuntimeVerdict, identity: ExecutionIdentity) -> dict[str, Any]:
-    env = _env(spec.env) + _env(identity.env())
+def secret_name(trainjob: str) -> str:
+    """The Secret holding an attempt's ``secretEnv`` values, owned by its TrainJob."""
+    return f"{trainjob}-env"
+
+
+def secret_manifest(
+    trainjob: str, namespace: str, labels: Mapping[str, str], values: Mapping[str, str]
+) -> dict[str, Any]:
+    """The attempt's Secret; plans build it with every value hidden, ``start`` with the
+    values (sent to the API server only)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": secret_name(trainjob), "namespace": namespace, "labels": dict(labels)},
+        "type": "Opaque",
+        "stringData": dict(values),
+    }
+
+
+def _secret_env(spec: JobSpec, trainjob: str) -> list[dict[str, Any]]:
+    ref = secret_name(trainjob)
+    return [
+        {"name": key, "valueFrom": {"secretKeyRef": {"name": ref, "key": key}}}
+        for key in spec.secret_env
+    ]
+
+
+def _trainer(
+    spec: JobSpec,
+    verdict: RuntimeVerdict,
+    identity: ExecutionIdentity,
+    inherited: Mapping[str, str],
+    trainjob: str,
+) -> dict[str, Any]:
+    env = _env(inherited) + _env(spec.env) + _secret_env(spec, trainjob) + _env(identity.env())
     if identity.weakened:
         env.append(_rank_failures_env())
     trainer: dict[str, Any] = {
@@ -246,8 +281,13 @@ def trainjob_manifest(
     labels: Mapping[str, str],
     annotations: Mapping[str, str],
     held: bool = False,
+    inherited: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The TrainJob for one attempt, running on the runtime copy named ``name``.
+
+    ``inherited``: the values of the spec's ``inheritEnv`` captured at submit; the base of a
+    rank's environment (``PATH``, ``HOME`` …) is the image's, not the submitter's. Each
+    ``secretEnv`` variable is a ``secretKeyRef`` into the attempt's Secret (``secret_manifest``).
 
     Raises ``ValueError`` when the runtime has no single trainer job (the runtime rules
     refuse such a runtime first, so callers never build for it).
@@ -257,7 +297,7 @@ def trainjob_manifest(
         raise ValueError(f"{verdict.kind} {verdict.name!r} has no single trainer job")
     body: dict[str, Any] = {
         "runtimeRef": {"apiGroup": API_GROUP, "kind": "TrainingRuntime", "name": name},
-        "trainer": _trainer(spec, verdict, identity),
+        "trainer": _trainer(spec, verdict, identity, inherited or {}, name),
         "runtimePatches": [runtime_patch(trainer_job.name, identity, settings)],
     }
     if spec.time_limit is not None:
