@@ -9,6 +9,7 @@ from typing import Any
 
 from dispatch.testing.k8s import ClusterConfig, Emulator
 from dispatch.testing.k8s.controllers import KueueConfig, standard_controllers
+from dispatch.testing.k8s.errors import ApiError
 from dispatch.testing.k8s.runtimes import torch_distributed
 from dispatch.testing.k8s.scenario import Scenario
 
@@ -100,3 +101,18 @@ def events(emu: Emulator, name: str, namespace: str = "default") -> list[dict[st
 
 def pods(emu: Emulator, trainjob_name: str) -> list[dict[str, Any]]:
     return objects(emu, "v1", "Pod", **{"jobset.sigs.k8s.io/jobset-name": trainjob_name})
+
+
+def delete_now(emu: Emulator, rtype: Any, namespace: str, name: str) -> None:
+    """Delete the object at once (no grace), as its controller or a person would; one its
+    controller deleted first (a failed Job stops its other pods) is gone already, not an
+    error."""
+
+    def delete() -> None:
+        try:
+            emu.cluster.store.delete(rtype, namespace, name, grace_period_seconds=0)
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+
+    emu.call(delete)

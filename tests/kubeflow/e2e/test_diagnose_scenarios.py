@@ -25,7 +25,7 @@ from dispatch.testing.k8s.controllers import ClusterQueue, KueueConfig, standard
 from dispatch.testing.k8s.resources import TRAINING_OPERATOR_RESOURCES
 from dispatch.testing.k8s.runtimes import torch_distributed
 from dispatch.testing.k8s.scenario import ClusterEvent, PodBehaviour, PodRule, Scenario
-from tests.emulator.scenario_helpers import trainjob, wait_for
+from tests.emulator.scenario_helpers import delete_now, trainjob, wait_for
 from tests.kubeflow.e2e.harness import diagnose_config, indexed_job
 
 TIMEOUT = 60.0
@@ -169,11 +169,7 @@ def test_pods_deleted_after_the_job_failed(tmp_path: Path) -> None:
         assert ended.outcome.cause is not None and ended.outcome.cause.value == "app_error"
         rtype = emu.cluster.rtype("v1", "Pod")
         for pod in pods_of(emu, "gone-job-"):
-            emu.call(
-                lambda name=pod["metadata"]["name"]: emu.cluster.store.delete(
-                    rtype, "default", name, grace_period_seconds=0
-                )
-            )
+            delete_now(emu, rtype, "default", pod["metadata"]["name"])
         wait_for("pods deleted", lambda: not pods_of(emu, "gone-job-"))
         again = follow_until(emu, following, lambda d: True)
         late = diagnose(config_for(emu, tmp_path), "job/gone-job", "--cluster", "kf")

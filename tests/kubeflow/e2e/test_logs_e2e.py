@@ -5,7 +5,6 @@ followed while the attempt runs, and what is said when a rank's pod is gone."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import subprocess
@@ -20,7 +19,7 @@ from click.testing import CliRunner
 from dispatch.adapters.base import OutputReader
 from dispatch.cli.main import cli
 from dispatch.model import NotFound
-from dispatch.testing.k8s.errors import ApiError
+from tests.emulator.scenario_helpers import delete_now
 
 from .harness import NAMESPACE, World
 
@@ -77,16 +76,9 @@ def test_follow_streams_the_ranks_while_the_attempt_runs(world: World) -> None:
 
 def _delete_pods(world: World, job: str) -> None:
     """Delete the job's pods at once, as their Job (or a person) would after the end."""
-    cluster = world.emulator.cluster
-    pod_type = cluster.rtype("v1", "Pod")
+    pod_type = world.emulator.cluster.rtype("v1", "Pod")
     for pod in world.pods(job):
-        name = pod["metadata"]["name"]
-
-        def delete(name: str = name) -> None:
-            with contextlib.suppress(ApiError):  # gone already: its controller was quicker
-                cluster.store.delete(pod_type, NAMESPACE, name, grace_period_seconds=0)
-
-        world.emulator.call(delete)
+        delete_now(world.emulator, pod_type, NAMESPACE, pod["metadata"]["name"])
 
 
 def test_a_rank_whose_pod_is_gone_says_so(world: World) -> None:
