@@ -103,6 +103,20 @@ def _one(world: World, kind: str, name: str, api_version: str = TRAINER) -> dict
     return found
 
 
+def _started_then_replaced(
+    world: World, custom: client.CustomObjectsApi, run_for: float
+) -> tuple[str, str, str, str]:
+    """A job started, its supervisor stopped, and its TrainJob replaced by a foreign one
+    that runs ``run_for`` s: (job, TrainJob name, dispatch's uid, the foreign uid)."""
+    job = world.submit("own", {"default": {"runFor": 3600}})
+    asyncio.run(_start_then_stop(world, job))
+    name = trainjob_name(job, 1)
+    [attempt] = world.records.attempts(job)
+    assert attempt.handle is not None
+    ours = str(attempt.handle.data["uid"])
+    return job, name, ours, _replace(world, custom, name, run_for=run_for)
+
+
 def _check_unknown(world: World, job: str, ours: str, theirs: str, end: State) -> None:
     record = world.records.get_job(job)
     assert record.state is end, record  # not running for good
@@ -121,13 +135,7 @@ def _check_unknown(world: World, job: str, ours: str, theirs: str, end: State) -
 def test_cancel_leaves_a_foreign_trainjob_with_dispatchs_name_alone(
     world: World, custom: client.CustomObjectsApi
 ) -> None:
-    job = world.submit("own", {"default": {"runFor": 3600}})
-    asyncio.run(_start_then_stop(world, job))
-    name = trainjob_name(job, 1)
-    [attempt] = world.records.attempts(job)
-    assert attempt.handle is not None
-    ours = str(attempt.handle.data["uid"])
-    theirs = _replace(world, custom, name, run_for=3600)
+    job, name, ours, theirs = _started_then_replaced(world, custom, run_for=3600)
     jobset = _wait(
         lambda: [o for o in world.objects("JobSet", JOBSET) if o["metadata"]["name"] == name]
     )
@@ -151,13 +159,7 @@ def test_cancel_leaves_a_foreign_trainjob_with_dispatchs_name_alone(
 def test_a_foreign_trainjob_that_completes_is_not_the_attempts_success(
     world: World, custom: client.CustomObjectsApi
 ) -> None:
-    job = world.submit("own", {"default": {"runFor": 3600}})
-    asyncio.run(_start_then_stop(world, job))
-    name = trainjob_name(job, 1)
-    [attempt] = world.records.attempts(job)
-    assert attempt.handle is not None
-    ours = str(attempt.handle.data["uid"])
-    theirs = _replace(world, custom, name, run_for=2)
+    job, name, ours, theirs = _started_then_replaced(world, custom, run_for=2)
     _wait(
         lambda: any(
             c.get("type") == "Complete" and c.get("status") == "True"

@@ -44,6 +44,7 @@ from dispatch.adapters.kubeflow.planning.plugins.base import (
     Plugin,
     UnsupportedRuntime,
 )
+from dispatch.adapters.kubeflow.planning.plugins.distributed import gpus_per_node
 from dispatch.adapters.kubeflow.planning.plugins.fielderrors import aggregate
 from dispatch.adapters.kubeflow.planning.podspec import (
     JsonObj,
@@ -55,7 +56,6 @@ from dispatch.adapters.kubeflow.planning.podspec import (
     upsert_container_env,
 )
 from dispatch.adapters.kubeflow.planning.runtime import NODE_CONTAINER, TRAINER_STEP
-from dispatch.model.units import quantity_value
 
 LAUNCHER = "launcher"
 OPEN_MPI = "OpenMPI"
@@ -169,16 +169,6 @@ def _runtime_resources(ctx: Context) -> Mapping[str, Any]:
     return {}
 
 
-def _gpus(resources: Mapping[str, Any]) -> int:
-    """``runtime.GetNumGPUPerNode``: the first ``*gpu*`` request, else limit."""
-
-    def first(part: str) -> int:
-        items = sorted((resources.get(part) or {}).items())
-        return next((quantity_value(q) for name, q in items if "gpu" in name.lower()), 0)
-
-    return first("requests") or first("limits")
-
-
 def _slots(ctx: Context) -> int:
     """Processes per node: the TrainJob's, else the policy's (1 becoming the GPU count)."""
     explicit = dig(ctx.trainer, "numProcPerNode")
@@ -188,7 +178,7 @@ def _slots(ctx: Context) -> int:
     if slots == 1:
         per_node = dig(ctx.trainer, "resourcesPerNode")
         resources = per_node if isinstance(per_node, Mapping) else _runtime_resources(ctx)
-        gpus = _gpus(resources)
+        gpus = gpus_per_node(resources)
         if gpus > 1:
             return gpus
     return slots
