@@ -22,7 +22,12 @@ from .scenario_helpers import (
 QUEUE = {"kueue.x-k8s.io/queue-name": "team-a"}
 CPU2 = {"requests": {"cpu": "2"}}
 KUEUE = KueueConfig(
-    cluster_queues=(ClusterQueue("cq", {"cpu": "4"}, local_queues=("team-a",)),),
+    # a higher priority preempts only where the ClusterQueue says so (Kueue's default: Never)
+    cluster_queues=(
+        ClusterQueue(
+            "cq", {"cpu": "4"}, local_queues=("team-a",), within_cluster_queue="LowerPriority"
+        ),
+    ),
     priority_classes={"high": 1000},
 )
 
@@ -101,10 +106,15 @@ def test_exceeds_max_quota_and_waiting_for_quota() -> None:
             "pending",
             lambda: (
                 (w := workload(emu, "huge"))
-                and [c for c in w["status"]["conditions"] if c["type"] == "QuotaReserved"]
+                and [
+                    c
+                    for c in w.get("status", {}).get("conditions", [])
+                    if c["type"] == "QuotaReserved"
+                ]
             ),
         )  # type: ignore[index]
-        assert (pending[0]["status"], pending[0]["reason"]) == ("False", "ExceedsMaxQuota")
+        assert (pending[0]["status"], pending[0]["reason"]) == ("False", "Pending")
+        assert "> maximum capacity (4)" in pending[0]["message"]
         emu.create(
             trainjob("fits", trainer={"numNodes": 2, "resourcesPerNode": CPU2}, labels=dict(QUEUE))
         )
@@ -123,7 +133,11 @@ def test_exceeds_max_quota_and_waiting_for_quota() -> None:
                 ]
             ),
         )  # type: ignore[union-attr]
-        assert waiting[0]["reason"] == "WaitingForQuota"
+        assert waiting[0]["reason"] == "Pending"
+        assert waiting[0]["message"] == (
+            "couldn't assign flavors to pod set node: insufficient unused quota for cpu in "
+            "flavor default, 2 more needed"
+        )
         tj = find(emu, TRAINER, "TrainJob", "waits")
         assert tj is not None and tj["spec"]["suspend"] is True
 

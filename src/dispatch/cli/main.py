@@ -29,6 +29,7 @@ VERBS = (
     "diagnose",
     "supervise",
     "sim",
+    "emulator",
     "version",
 )
 

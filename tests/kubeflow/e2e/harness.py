@@ -53,7 +53,12 @@ RETRY_PREEMPTED = {
 
 def kueue(cpu: str = "4") -> KueueConfig:
     return KueueConfig(
-        cluster_queues=(ClusterQueue("cq", {"cpu": cpu}, local_queues=(QUEUE,)),),
+        # a higher priority preempts only where the ClusterQueue says so (Kueue's default: Never)
+        cluster_queues=(
+            ClusterQueue(
+                "cq", {"cpu": cpu}, local_queues=(QUEUE,), within_cluster_queue="LowerPriority"
+            ),
+        ),
         priority_classes={"high": 1000},
     )
 

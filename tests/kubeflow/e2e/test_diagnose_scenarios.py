@@ -184,7 +184,8 @@ def test_pods_deleted_after_the_job_failed(tmp_path: Path) -> None:
 def test_a_trainjob_that_can_never_fit_its_quota_is_queued_with_no_capacity(
     tmp_path: Path,
 ) -> None:
-    """kubernetes-sigs/kueue#2096: the Workload says ExceedsMaxQuota; nothing failed yet."""
+    """kubernetes-sigs/kueue#2096: the Workload's QuotaReserved says the request is over the
+    maximum capacity; nothing failed yet."""
     kueue = KueueConfig(cluster_queues=(ClusterQueue("cq", {"cpu": "4"}, local_queues=("q",)),))
     with emulator(Scenario(default=PodBehaviour(run_for=None)), kueue) as emu:
         cpu = {"requests": {"cpu": "2"}}
@@ -194,13 +195,13 @@ def test_a_trainjob_that_can_never_fit_its_quota_is_queued_with_no_capacity(
         )
         rtype = emu.cluster.rtype("kueue.x-k8s.io/v1beta2", "Workload")
         wait_for(
-            "ExceedsMaxQuota",
+            "over the maximum capacity",
             lambda: emu.call(
                 lambda: [
                     c
                     for w in emu.cluster.store.list(rtype, "default").items
                     for c in (w.get("status") or {}).get("conditions") or []
-                    if c.get("reason") == "ExceedsMaxQuota"
+                    if "> maximum capacity" in c.get("message", "")
                 ]
             ),
         )

@@ -223,7 +223,9 @@ def without_nulls(value: Any) -> Any:
     return value
 
 
-def strategic_merge(base: Any, patch: Any, field: str | None = None) -> Any:
+def strategic_merge(
+    base: Any, patch: Any, field: str | None = None, *, keys: Mapping[str, str] = MERGE_KEYS
+) -> Any:
     """``patch`` merged onto ``base`` as a Kubernetes strategic merge patch; a new value, the
     inputs are not changed.
 
@@ -231,12 +233,13 @@ def strategic_merge(base: Any, patch: Any, field: str | None = None) -> Any:
     by item on its key, ordered as apimachinery orders it (``_merged_list``: items the patch
     adds come before the original's later items; ``{"$patch": "delete", <key>: ...}``
     removes its match); ``{"$patch": "replace", ...}`` replaces a map whole; every other list
-    and every scalar is replaced. Other ``$`` directives are dropped.
+    and every scalar is replaced. Other ``$`` directives are dropped. ``keys`` is the merge-key
+    table of the object's type (a Service's ``ports`` merge by ``port``).
     """
-    return _merged(clone(base), patch, field)
+    return _merged(clone(base), patch, field, keys)
 
 
-def _merged(own: Any, patch: Any, field: str | None) -> Any:
+def _merged(own: Any, patch: Any, field: str | None, keys: Mapping[str, str]) -> Any:
     """``strategic_merge`` onto ``own``, a copy this call may change."""
     if isinstance(patch, dict):
         if patch.get("$patch") == "replace":
@@ -248,17 +251,17 @@ def _merged(own: Any, patch: Any, field: str | None) -> Any:
             if value is None:
                 out.pop(key, None)
             else:
-                out[key] = _merged(out.get(key), value, key)
+                out[key] = _merged(out.get(key), value, key, keys)
         return out
     if not isinstance(patch, list):
         return clone(patch)
-    merge_key = MERGE_KEYS.get(field or "")
+    merge_key = keys.get(field or "")
     if not merge_key or not isinstance(own, list):
         return [clone(v) for v in patch if not (isinstance(v, dict) and "$patch" in v)]
-    return _merged_list(own, patch, merge_key)
+    return _merged_list(own, patch, merge_key, keys)
 
 
-def _merged_list(own: list[Any], patch: list[Any], key: str) -> list[Any]:
+def _merged_list(own: list[Any], patch: list[Any], key: str, keys: Mapping[str, str]) -> list[Any]:
     """A list merged on ``key`` as apimachinery's ``mergeSlice`` does: ``$patch: delete``
     items remove their match, ``$patch: replace`` makes the patch the list; matching items
     merge; then the order: the patch's items in the patch's order, the others in their own,
@@ -284,9 +287,9 @@ def _merged_list(own: list[Any], patch: list[Any], key: str) -> list[Any]:
         at = at_key.get(_key(item, key))
         if at is None:
             at_key[_key(item, key)] = len(merged)
-            merged.append(_merged({}, item, None))
+            merged.append(_merged({}, item, None, keys))
         else:
-            merged[at] = _merged(merged[at], item, None)
+            merged[at] = _merged(merged[at], item, None, keys)
     in_patch: dict[Any, int] = {}
     for index, item in enumerate(i for i in items if isinstance(i, dict)):
         in_patch.setdefault(_key(item, key), index)

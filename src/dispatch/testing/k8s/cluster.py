@@ -28,11 +28,14 @@ from dispatch.clock import Clock
 from dispatch.testing.k8s.accounting import RequestAccounting
 from dispatch.testing.k8s.authz import Authorizer
 from dispatch.testing.k8s.clock import ScaledClock
+from dispatch.testing.k8s.controllers.budgets import DisruptionController
 from dispatch.testing.k8s.faults import FaultInjector
 from dispatch.testing.k8s.logs import PodLogs
 from dispatch.testing.k8s.meta import Identity, rfc3339
-from dispatch.testing.k8s.resources import ResourceCatalog, ResourceType
+from dispatch.testing.k8s.rbac import RbacStrategy
+from dispatch.testing.k8s.resources import DEFAULT_RESOURCES, ResourceCatalog, ResourceType
 from dispatch.testing.k8s.server import ApiServer
+from dispatch.testing.k8s.services import ServiceStrategy
 from dispatch.testing.k8s.store import Store
 from dispatch.testing.k8s.trainer_validation import TrainerValidation
 
@@ -65,6 +68,9 @@ class ClusterConfig:
     git_version: str = "v1.33.0"
     #: resources served besides the default ones (e.g. ``TRAINING_OPERATOR_RESOURCES``)
     extra_resources: Sequence[ResourceType] = ()
+    port: int = 0  # the API server's loopback port; 0: a free one the kernel picks
+    #: API groups this cluster lacks (Kueue's where no Kueue runs): 404, as without their CRDs
+    without_groups: Sequence[str] = ()
 
 
 class Cluster:
@@ -72,7 +78,9 @@ class Cluster:
         self.config = config or ClusterConfig()
         cfg = self.config
         self.clock = ScaledClock(cfg.time_scale, cfg.base_clock)
-        self.catalog = ResourceCatalog()
+        self.catalog = ResourceCatalog(
+            [t for t in DEFAULT_RESOURCES if t.group not in cfg.without_groups]
+        )
         for rtype in cfg.extra_resources:
             self.catalog.add(rtype)
         self.store = Store(
@@ -82,6 +90,8 @@ class Cluster:
             history_window=cfg.compaction_window,
             history_limit=cfg.history_limit,
         )
+        self.store.admission.add(ServiceStrategy())
+        self.store.admission.add(RbacStrategy())
         if cfg.validate_trainer:
             self.store.admission.add(TrainerValidation())
         self.logs = PodLogs()
@@ -100,6 +110,8 @@ class Cluster:
             git_version=cfg.git_version,
         )
         self.controller_errors: list[tuple[str, BaseException]] = []
+        #: kube-controller-manager's part every cluster has, whatever ``controllers`` holds
+        self.builtin_controllers: list[Controller] = [DisruptionController()]
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
@@ -118,8 +130,8 @@ class Cluster:
             install = getattr(controller, "install", None)
             if install is not None:  # webhooks and hooks are in place before any request
                 install(self)
-        await self.server.start()
-        for controller in self.config.controllers:
+        await self.server.start(port=self.config.port)
+        for controller in [*self.builtin_controllers, *self.config.controllers]:
             self._tasks.append(asyncio.create_task(self._run(controller), name=controller.name))
         return self
 
@@ -142,6 +154,12 @@ class Cluster:
         except Exception as exc:  # a broken controller is reported, the cluster stays up
             log.exception("controller %s failed", controller.name)
             self.controller_errors.append((controller.name, exc))
+
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A bearer token for an existing ServiceAccount (404 ApiError if there is none):
+        requests made with it are authorized by RBAC. On the cluster's loop only."""
+        sa = self.store.get(self.rtype("v1", "ServiceAccount"), namespace, name)
+        return self.authorizer.mint(namespace, name, sa["metadata"]["uid"])
 
     def _seed(self) -> None:
         ns_type = self.rtype("v1", "Namespace")

@@ -72,6 +72,19 @@ def _entry(t: ResourceType) -> JsonObj:
     return entry
 
 
+#: subresources whose request and answer are of another group's kind: discovery names it
+#: (``kubectl drain`` evicts only when ``pods/eviction`` says ``policy/v1 Eviction``)
+_OTHER_KIND: dict[str, JsonObj] = {
+    "eviction": {"group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]},
+    "token": {
+        "group": "authentication.k8s.io",
+        "version": "v1",
+        "kind": "TokenRequest",
+        "verbs": ["create"],
+    },
+}
+
+
 def resource_list(catalog: ResourceCatalog, group_name: str, version_name: str) -> JsonObj | None:
     types = list(catalog.in_group_version(group_name, version_name))
     if not types:
@@ -82,15 +95,14 @@ def resource_list(catalog: ResourceCatalog, group_name: str, version_name: str) 
         subs = (["status"] if t.status else []) + list(t.subresources)
         for sub in subs:
             verbs = ["get", "patch", "update"] if sub == "status" else ["get"]
-            resources.append(
-                {
-                    "name": f"{t.plural}/{sub}",
-                    "singularName": "",
-                    "namespaced": t.namespaced,
-                    "kind": t.kind if sub == "status" else "Pod",
-                    "verbs": verbs,
-                }
-            )
+            entry = {
+                "name": f"{t.plural}/{sub}",
+                "singularName": "",
+                "namespaced": t.namespaced,
+                "kind": t.kind if sub == "status" else "Pod",
+                "verbs": verbs,
+            }
+            resources.append({**entry, **_OTHER_KIND.get(sub, {})})
     gv = f"{group_name}/{version_name}" if group_name else version_name
     return {
         "kind": "APIResourceList",

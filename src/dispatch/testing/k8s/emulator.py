@@ -171,6 +171,18 @@ class Emulator:
         cluster = self.cluster
         self.call(lambda: cluster.logs.finish(namespace, pod, container))
 
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A bearer token of ServiceAccount ``namespace/name`` (which must exist): a client
+        using it is authorized by the RBAC objects, as on a cluster."""
+        cluster = self.cluster
+        return self.call(lambda: cluster.service_account_token(namespace, name))
+
+    def service_account_kubeconfig(self, path: Path, namespace: str, name: str) -> Path:
+        """A kubeconfig at ``path`` that authenticates as ServiceAccount ``namespace/name``
+        (a new token), with ``namespace`` as its default namespace."""
+        token = self.service_account_token(namespace, name)
+        return write_kubeconfig(path, self.url, namespace, token)
+
     def compact(self) -> None:
         """Forget watch history: watches from older resourceVersions get 410 Gone."""
         cluster = self.cluster

@@ -99,7 +99,7 @@ def _render_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, int | float):
         return str(value)
-    return json.dumps(value, sort_keys=True)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))  # Go's json.Marshal
 
 
 @dataclass
@@ -116,18 +116,53 @@ class ApiError(Exception):
         super().__init__(self.message)
 
     def status(self) -> JsonObj:
-        body: JsonObj = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        }
+        """The ``metav1.Status`` body in the order Go's encoder writes the struct's fields
+        (``kind``, ``apiVersion``, ``metadata``, ``status``, ``message``, ``reason``,
+        ``details``, ``code``), empty ones left out as their ``omitempty`` tags say: clients
+        that compare the text (the official Python client's tests do) see the same bytes."""
+        body: JsonObj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
+        if self.message:
+            body["message"] = self.message
+        if self.reason:
+            body["reason"] = self.reason
         if self.details is not None:
-            body["details"] = self.details
+            body["details"] = _in_struct_order(self.details)
+        if self.code:
+            body["code"] = self.code
         return body
+
+
+_DETAILS_ORDER = ("name", "group", "kind", "uid", "causes", "retryAfterSeconds")
+
+
+def _in_struct_order(details: JsonObj) -> JsonObj:
+    """``details`` with its known fields in ``StatusDetails`` order and empty ones dropped."""
+    known = status_details(**{k: details[k] for k in _DETAILS_ORDER if k in details})
+    return known | {k: v for k, v in details.items() if k not in _DETAILS_ORDER}
+
+
+def status_details(
+    name: str = "",
+    group: str = "",
+    kind: str = "",
+    uid: str = "",
+    causes: Sequence[JsonObj] = (),
+    retryAfterSeconds: int = 0,
+) -> JsonObj:
+    """``metav1.StatusDetails`` in its struct order (name, group, kind, uid, causes,
+    retryAfterSeconds), empty fields omitted; each cause keeps ``reason, message, field``."""
+    out: JsonObj = {}
+    for key, value in (("name", name), ("group", group), ("kind", kind), ("uid", uid)):
+        if value:
+            out[key] = value
+    if causes:
+        out["causes"] = [
+            {k: cause[k] for k in ("reason", "message", "field") if cause.get(k)}
+            for cause in causes
+        ]
+    if retryAfterSeconds:
+        out["retryAfterSeconds"] = retryAfterSeconds
+    return out
 
 
 def qualified(group: str, plural: str) -> str:
@@ -136,10 +171,7 @@ def qualified(group: str, plural: str) -> str:
 
 
 def _details(name: str, group: str, kind: str) -> JsonObj:
-    details: JsonObj = {"name": name, "kind": kind}
-    if group:
-        details["group"] = group
-    return details
+    return status_details(name, group, kind)
 
 
 def not_found(group: str, plural: str, name: str) -> ApiError:
@@ -179,8 +211,7 @@ def invalid(group: str, kind: str, name: str, errors: Sequence[FieldError]) -> A
     qualified_kind = f"{kind}.{group}" if group else kind
     summary = str(errors[0]) if len(errors) == 1 else "[" + ", ".join(str(e) for e in errors) + "]"
     causes = [{"reason": e.type.reason, "message": e.body, "field": e.path} for e in errors]
-    details = _details(name, group, kind)
-    details["causes"] = causes
+    details = status_details(name, group, kind, causes=causes)
     return ApiError(422, "Invalid", f'{qualified_kind} "{name}" is invalid: {summary}', details)
 
 

@@ -48,20 +48,31 @@ class GarbageCollector:
     # ------------------------------------------------------------ entry points
 
     def delete(
-        self, stype: ResourceType, obj: JsonObj, policy: str, grace: int | None
+        self,
+        stype: ResourceType,
+        obj: JsonObj,
+        policy: str,
+        grace: int | None,
+        *,
+        dry_run: bool = False,
     ) -> tuple[JsonObj, bool]:
-        """Start deleting ``obj``; returns its state and whether it is gone."""
+        """Start deleting ``obj``; returns its state and whether it is gone. ``dry_run``: the
+        state it would have, with nothing written or queued (``dryRun=All``)."""
         m = obj["metadata"]
         if stype.storage == _NAMESPACES:
+            if dry_run:
+                return self._terminating(obj), False
             return self._delete_namespace(stype, obj)
         if m.get("deletionTimestamp"):
             if grace == 0 and m.get("deletionGracePeriodSeconds"):
                 new = clone(obj)
                 new["metadata"]["deletionGracePeriodSeconds"] = 0
                 if not new["metadata"].get("finalizers"):
-                    self._remove(stype, new)
+                    if not dry_run:
+                        self._remove(stype, new)
                     return new, True
-                self._store.system_write(stype, new)
+                if not dry_run:
+                    self._store.system_write(stype, new)
                 return new, False
             return obj, False
         finalizers = list(m.get("finalizers") or [])
@@ -73,7 +84,8 @@ class GarbageCollector:
             hook = self._store.graceful_deletion.get(stype.storage)
             grace = hook(obj) if hook else None
         if not finalizers and not grace:
-            self._remove(stype, obj)
+            if not dry_run:
+                self._remove(stype, obj)
             return obj, True
         new = clone(obj)
         nm = new["metadata"]
@@ -84,6 +96,8 @@ class GarbageCollector:
             nm["finalizers"] = finalizers
         if stype.has_generation:
             nm["generation"] = int(nm.get("generation", 0)) + 1
+        if dry_run:
+            return new, False
         self._store.system_write(stype, new)
         uid = nm["uid"]
         if policy == "Foreground":
@@ -194,14 +208,19 @@ class GarbageCollector:
 
     # ------------------------------------------------------------ namespaces
 
+    def _terminating(self, obj: JsonObj) -> JsonObj:
+        if obj["metadata"].get("deletionTimestamp"):
+            return obj
+        new: JsonObj = clone(obj)
+        new["metadata"]["deletionTimestamp"] = rfc3339(self._store.clock.now())
+        new["metadata"]["deletionGracePeriodSeconds"] = 0
+        new["status"] = {"phase": "Terminating"}
+        return new
+
     def _delete_namespace(self, stype: ResourceType, obj: JsonObj) -> tuple[JsonObj, bool]:
         if not obj["metadata"].get("deletionTimestamp"):
-            new = clone(obj)
-            new["metadata"]["deletionTimestamp"] = rfc3339(self._store.clock.now())
-            new["metadata"]["deletionGracePeriodSeconds"] = 0
-            new["status"] = {"phase": "Terminating"}
-            self._store.system_write(stype, new)
-            obj = new
+            obj = self._terminating(obj)
+            self._store.system_write(stype, obj)
         name = obj["metadata"]["name"]
         for rtype, member in self._contents(name):
             if not member["metadata"].get("deletionTimestamp"):

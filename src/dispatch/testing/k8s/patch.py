@@ -10,9 +10,10 @@ All functions return a new document and never modify their inputs. Errors raise 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from dispatch.adapters.kubeflow.objects import clone, strategic_merge
+from dispatch.adapters.kubeflow.objects import MERGE_KEYS, clone, strategic_merge
 from dispatch.testing.k8s.errors import ApiError, bad_request
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -146,16 +147,24 @@ def json_patch(target: Any, operations: Any) -> Any:
     return doc
 
 
-def apply_patch(patch_type: str, current: Any, body: Any, *, builtin: bool) -> Any:
+def apply_patch(
+    patch_type: str,
+    current: Any,
+    body: Any,
+    *,
+    builtin: bool,
+    merge_keys: Mapping[str, str] = MERGE_KEYS,
+) -> Any:
     """``current`` patched with ``body`` of ``patch_type`` (a Content-Type). Custom resources
-    refuse strategic merge patch with 415, as a real server does."""
+    refuse strategic merge patch with 415, as a real server does. ``merge_keys``: the
+    strategic merge keys of the object's type."""
     if patch_type == JSON_PATCH:
         return json_patch(current, body)
     if patch_type in (MERGE_PATCH, APPLY_PATCH):
         return merge_patch(current, body)
     accepted = [JSON_PATCH, MERGE_PATCH, APPLY_PATCH]
     if patch_type == STRATEGIC_MERGE_PATCH and builtin:
-        return strategic_merge(current, body)
+        return strategic_merge(current, body, keys=merge_keys)
     if builtin:
         accepted.append(STRATEGIC_MERGE_PATCH)
     raise ApiError(

@@ -36,6 +36,8 @@ class ResourceType:
     default_propagation: str = "Background"  # batch/v1 Jobs orphan by default
     categories: tuple[str, ...] = ()
     has_generation: bool = True
+    #: DELETE answers with the object, not a Status (the registry's ``ReturnDeletedObject``)
+    return_deleted: bool = False
 
     @property
     def api_version(self) -> str:
@@ -79,6 +81,7 @@ DEFAULT_RESOURCES: tuple[ResourceType, ...] = (
         status=True,
         verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
         has_generation=False,
+        return_deleted=True,
     ),
     ResourceType(
         "", "v1", "nodes", "Node", False, short_names=("no",), status=True, has_generation=False
@@ -91,8 +94,9 @@ DEFAULT_RESOURCES: tuple[ResourceType, ...] = (
         True,
         short_names=("po",),
         status=True,
-        subresources=("log",),
+        subresources=("log", "eviction"),
         categories=("all",),
+        return_deleted=True,
     ),
     ResourceType("", "v1", "events", "Event", True, short_names=("ev",), has_generation=False),
     ResourceType(
@@ -108,6 +112,19 @@ DEFAULT_RESOURCES: tuple[ResourceType, ...] = (
         short_names=("svc",),
         status=True,
         categories=("all",),
+        has_generation=False,
+        return_deleted=True,
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "serviceaccounts",
+        "ServiceAccount",
+        True,
+        short_names=("sa",),
+        subresources=("token",),
+        has_generation=False,
+        return_deleted=True,
     ),
     ResourceType(
         "events.k8s.io",
@@ -128,6 +145,46 @@ DEFAULT_RESOURCES: tuple[ResourceType, ...] = (
         status=True,
         categories=("all",),
         default_propagation="Orphan",
+    ),
+    ResourceType(
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        True,
+        short_names=("deploy",),
+        status=True,
+        categories=("all",),
+    ),
+    ResourceType(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        True,
+        short_names=("pdb",),
+        status=True,
+    ),
+    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, has_generation=False),
+    *(
+        ResourceType(
+            "rbac.authorization.k8s.io", "v1", plural, kind, namespaced, has_generation=False
+        )
+        for plural, kind, namespaced in (
+            ("roles", "Role", True),
+            ("rolebindings", "RoleBinding", True),
+            ("clusterroles", "ClusterRole", False),
+            ("clusterrolebindings", "ClusterRoleBinding", False),
+        )
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+        False,
+        verbs=CREATE_ONLY,
+        has_generation=False,
     ),
     ResourceType(
         "authorization.k8s.io",

@@ -46,6 +46,12 @@ def torch_distributed() -> JsonObj:
     return copy.deepcopy(_TORCH_DISTRIBUTED)
 
 
+def default_runtimes() -> list[JsonObj]:
+    """The runtimes an emulated Kubeflow cluster starts with (``dispatch emulator``): those a
+    Trainer v2.3 installation ships that the emulator models."""
+    return [torch_distributed()]
+
+
 def torch_strict(name: str = "torch-strict", max_restarts: int = 0) -> JsonObj:
     """A runtime for one-run-per-rank semantics: ``restartPolicy: Never``, ``backoffLimit: 0``,
     a ``DisruptionTarget`` FailJob rule and a JobSet ``failurePolicy``."""

@@ -17,13 +17,27 @@ import yaml
 from aiohttp import web
 
 from dispatch.clock import Clock, SystemClock
-from dispatch.testing.k8s import discovery, errors
+from dispatch.testing.k8s import discovery, errors, printing
 from dispatch.testing.k8s.accounting import RequestAccounting
-from dispatch.testing.k8s.authz import Authorizer, access_review
-from dispatch.testing.k8s.errors import ApiError
+from dispatch.testing.k8s.authz import (
+    Authorizer,
+    access_review,
+    subject_access_review,
+    token_request,
+)
+from dispatch.testing.k8s.errors import ApiError, status_details
+from dispatch.testing.k8s.eviction import Eviction
 from dispatch.testing.k8s.faults import FaultDecision, FaultInjector
 from dispatch.testing.k8s.logs import PodLogs, choose_container
+from dispatch.testing.k8s.options import (
+    check_delete,
+    check_list,
+    check_patch,
+    check_write,
+    manager_or_user_agent,
+)
 from dispatch.testing.k8s.patch import APPLY_PATCH
+from dispatch.testing.k8s.rbac import Attributes, UserInfo, forbidden_message
 from dispatch.testing.k8s.routing import NotAResource, RequestInfo, parse
 from dispatch.testing.k8s.selectors import FieldSelector, LabelSelector
 from dispatch.testing.k8s.store import ObjectList, Store
@@ -81,6 +95,46 @@ def _int(query: dict[str, str], name: str) -> int | None:
         raise errors.bad_request(f"invalid {name}: {value!r}") from exc
 
 
+def _attributes(info: RequestInfo) -> Attributes:
+    """What RBAC is asked about a resource request."""
+    return Attributes(
+        info.verb,
+        info.rtype.group,
+        info.rtype.plural,
+        info.subresource,
+        info.namespace,
+        info.name,
+    )
+
+
+def _dry_run(request: web.Request, body: Any = None) -> list[str]:
+    """The ``dryRun`` values of a write: a DeleteOptions body's list, else the query's."""
+    if isinstance(body, dict) and isinstance(body.get("dryRun"), list):
+        return [str(v) for v in body["dryRun"]]
+    return list(request.query.getall("dryRun", []))
+
+
+def _manager_options(query: dict[str, str]) -> tuple[str, str]:
+    return query.get("fieldManager", ""), query.get("fieldValidation", "")
+
+
+def _manager(request: web.Request, query: dict[str, str]) -> str:
+    """Who a write's ``managedFields`` entry names (``fieldManager`` or the user agent)."""
+    return manager_or_user_agent(
+        query.get("fieldManager", ""), request.headers.get("User-Agent", "")
+    )
+
+
+def _check_list_options(query: dict[str, str], *, watch: bool) -> None:
+    check_list(
+        watch=watch,
+        resource_version=query.get("resourceVersion", ""),
+        match=query.get("resourceVersionMatch", ""),
+        send_initial_events=query.get("sendInitialEvents"),
+        continue_token=query.get("continue", ""),
+    )
+
+
 #: connections waiting to be accepted (an API server's Go listener asks for the kernel's maximum)
 LISTEN_BACKLOG = 65535
 
@@ -105,6 +159,7 @@ class ApiServer:
         self.faults = faults
         self.accounting = accounting
         self.authorizer = authorizer
+        self.eviction = Eviction(store, clock)
         self.wall = wall or SystemClock()
         self.bookmark_interval = bookmark_interval
         self.git_version = git_version
@@ -148,11 +203,18 @@ class ApiServer:
     async def _route(self, request: web.Request) -> web.StreamResponse:
         path = request.path
         query = dict(request.query)
+        user = self.authorizer.authenticate(
+            request.headers.get("Authorization"), self.store, self.clock.now()
+        )
         if path in ("/healthz", "/readyz", "/livez"):
+            if user is not None:
+                self._authorize(user, Attributes(request.method.lower(), path=path))
             return web.Response(text="ok")
         try:
             info = parse(path, request.method, query, self.store.catalog)
         except NotAResource:
+            if user is not None:
+                self._authorize(user, Attributes(request.method.lower(), path=path))
             found = (
                 discovery.document(self.store.catalog, path, self.git_version)
                 if request.method == "GET"
@@ -167,10 +229,14 @@ class ApiServer:
         self.accounting.request(info.verb, info.resource)
         fault = self.faults.decide(info.verb, info.resource, info.namespace, info.name)
         await self._inject(request, fault)
+        if user is not None:
+            self._authorize(user, _attributes(info))
         known = (("status",) if info.rtype.status else ()) + info.rtype.subresources
         if info.subresource and info.subresource not in known:
             raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
-        if info.verb not in info.rtype.verbs:
+        if info.verb not in info.rtype.verbs or (
+            info.subresource in ("eviction", "token") and info.verb != "create"
+        ):
             raise errors.method_not_allowed()
         group, res = info.rtype.group, info.resource
         if self.authorizer.enforce and not self.authorizer.allowed(
@@ -194,6 +260,16 @@ class ApiServer:
         }[info.verb]
         result: web.StreamResponse = await handler(request, info, query, fault)
         return result
+
+    def _authorize(self, user: UserInfo, attrs: Attributes) -> None:
+        """403, as kube-apiserver writes it, unless RBAC (and the deny rules) allow."""
+        decision = self.authorizer.decide(self.store, user, attrs, rules=self.authorizer.enforce)
+        if decision.allowed:
+            return
+        message = forbidden_message(user, attrs, decision.reason)
+        if not attrs.resource_request:
+            raise ApiError(403, "Forbidden", f"forbidden: {message}", {})
+        raise errors.forbidden(attrs.group, attrs.resource, attrs.name, message)
 
     async def _inject(self, request: web.Request, fault: FaultDecision) -> None:
         if fault.latency:
@@ -238,12 +314,17 @@ class ApiServer:
         obj = self.store.get(info.rtype, info.namespace, info.name)
         if info.subresource == "log":
             return await self._log(request, info, query, obj)
+        version = printing.table_version(request.headers.get("Accept", ""))
+        if version is not None and not info.subresource:
+            meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+            return _json(self._table(info, [obj], query, version, meta))
         return _json(obj)
 
     async def _list(
         self, request: web.Request, info: RequestInfo, query: dict[str, str], fault: FaultDecision
     ) -> web.StreamResponse:
         rtype = info.rtype
+        _check_list_options(query, watch=False)
         partial = metadata_only(request.headers.get("Accept", ""))
         listed: ObjectList = self.store.list(
             rtype,
@@ -260,6 +341,9 @@ class ApiServer:
             if not query.get("labelSelector") and not query.get("fieldSelector"):
                 meta["remainingItemCount"] = listed.remaining
         items = listed.items
+        version = printing.table_version(request.headers.get("Accept", ""))
+        if version is not None:
+            return _json(self._table(info, items, query, version, meta))
         if partial:
             kind = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1"}
             return _json(
@@ -283,10 +367,52 @@ class ApiServer:
             }
         )
 
+    def _table(
+        self,
+        info: RequestInfo,
+        items: list[JsonObj],
+        query: dict[str, str],
+        version: str,
+        meta: JsonObj,
+    ) -> JsonObj:
+        """Server-side printing (kubectl's ``as=Table``): ages against the cluster's clock."""
+        return printing.table(
+            info.rtype,
+            items,
+            self.clock.now(),
+            version=version,
+            include_object=query.get("includeObject"),
+            list_meta=meta,
+        )
+
+    def _watch_table(
+        self, request: web.Request, info: RequestInfo, query: dict[str, str]
+    ) -> Callable[[JsonObj], JsonObj] | None:
+        """For a watch that asked for Tables: one per event, with the column definitions in
+        the first only (the API server's watch sets ``NoHeaders`` after the first event;
+        kubectl keeps the columns it last saw). A bad ``includeObject`` is a 400 before the
+        stream starts."""
+        version = printing.table_version(request.headers.get("Accept", ""))
+        if version is None:
+            return None
+        printing.include_policy(query.get("includeObject"))
+        sent: list[bool] = []
+
+        def render(obj: JsonObj) -> JsonObj:
+            meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+            out = self._table(info, [obj], query, version, meta)
+            if sent:
+                out["columnDefinitions"] = None
+            sent.append(True)
+            return out
+
+        return render
+
     async def _watch(
         self, request: web.Request, info: RequestInfo, query: dict[str, str], fault: FaultDecision
     ) -> web.StreamResponse:
         rtype = info.rtype
+        _check_list_options(query, watch=True)
         rv = query.get("resourceVersion", "")
         since = _int(query, "resourceVersion") if rv not in ("", "0") else None
         options = WatchOptions(
@@ -301,6 +427,7 @@ class ApiServer:
             )
         labels = LabelSelector.parse(query.get("labelSelector"))
         fields = FieldSelector.parse(query.get("fieldSelector"), rtype.storage, rtype.plural)
+        table = self._watch_table(request, info, query)
         sub: Any
         try:
             sub = self.store.subscribe(
@@ -309,14 +436,25 @@ class ApiServer:
         except ApiError as exc:
             sub = exc
         self.accounting.watch_opened(rtype.plural)
-        if not isinstance(sub, ApiError):
+        live = not isinstance(sub, ApiError)  # a 410 is answered, never subscribed
+        if live:
             self._watches.add(sub)
         try:
             return await serve_watch(
-                request, self.store, rtype, sub, options, self.clock, self.bookmark_interval, fault
+                request,
+                self.store,
+                rtype,
+                sub,
+                options,
+                self.clock,
+                self.bookmark_interval,
+                fault,
+                wall=self.wall,
+                table=table,
             )
         finally:
-            self._watches.discard(sub)
+            if live:
+                self._watches.discard(sub)
             self.accounting.watch_closed(rtype.plural)
 
     async def _create(
@@ -326,27 +464,66 @@ class ApiServer:
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be an object")
         if info.rtype.storage == ("authorization.k8s.io", "selfsubjectaccessreviews"):
-            return _json(access_review(self.authorizer, body), 201)
+            user = self.authorizer.authenticate(
+                request.headers.get("Authorization"), self.store, self.clock.now()
+            )
+            return _json(access_review(self.authorizer, body, user, self.store), 201)
+        if info.rtype.storage == ("authorization.k8s.io", "subjectaccessreviews"):
+            return _json(subject_access_review(self.authorizer, self.store, body), 201)
+        if info.rtype.storage == ("", "pods") and info.subresource == "eviction" and info.name:
+            dry = _dry_run(request)
+            check_write("CreateOptions", dry, *_manager_options(query))
+            answer = self.eviction.evict(info.namespace, info.name, body, dry_run=bool(dry))
+            return _json(answer, int(answer["code"]))
+        if info.rtype.storage == ("", "serviceaccounts") and info.subresource == "token":
+            now = self.clock.now()
+            answer = token_request(
+                self.authorizer, self.store, info.namespace, info.name, body, now
+            )
+            return _json(answer, 201)
         if info.name or info.subresource:
             raise errors.method_not_allowed()
-        return _json(self.store.create(info.rtype, info.namespace, body), 201)
+        dry = _dry_run(request)
+        check_write("CreateOptions", dry, *_manager_options(query))
+        created = self.store.create(
+            info.rtype,
+            info.namespace,
+            body,
+            field_manager=_manager(request, query),
+            dry_run=bool(dry),
+        )
+        return _json(created, 201)
 
     async def _update(
         self, request: web.Request, info: RequestInfo, query: dict[str, str], fault: FaultDecision
     ) -> web.StreamResponse:
+        dry_run = _dry_run(request)
+        check_write("UpdateOptions", dry_run, *_manager_options(query))
         body = await self._body(request)
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be an object")
         return _json(
             self.store.update(
-                info.rtype, info.namespace, info.name, body, subresource=info.subresource or None
+                info.rtype,
+                info.namespace,
+                info.name,
+                body,
+                subresource=info.subresource or None,
+                field_manager=_manager(request, query),
+                dry_run=bool(dry_run),
             )
         )
 
     async def _patch(
         self, request: web.Request, info: RequestInfo, query: dict[str, str], fault: FaultDecision
     ) -> web.StreamResponse:
+        dry_run = _dry_run(request)
+        apply = request.content_type == APPLY_PATCH
+        force = query.get("force")
+        check_patch(dry_run, *_manager_options(query), apply=apply, force=force)
         body = await self._body(request)
+        # an apply that creates answers 201 Created, as the patch handler's ``wasCreated``
+        created = apply and self.store.peek(info.rtype, info.namespace, info.name) is None
         return _json(
             self.store.patch(
                 info.rtype,
@@ -355,8 +532,11 @@ class ApiServer:
                 request.content_type,
                 body,
                 subresource=info.subresource or None,
-                field_manager=query.get("fieldManager"),
-            )
+                field_manager=query.get("fieldManager") if apply else _manager(request, query),
+                force=force in _TRUE,
+                dry_run=bool(dry_run),
+            ),
+            201 if created else 200,
         )
 
     def _delete_options(
@@ -377,7 +557,10 @@ class ApiServer:
     async def _delete(
         self, request: web.Request, info: RequestInfo, query: dict[str, str], fault: FaultDecision
     ) -> web.StreamResponse:
-        policy, preconditions, grace = self._delete_options(await self._body(request), query)
+        body = await self._body(request)
+        dry_run = _dry_run(request, body)
+        check_delete(dry_run)
+        policy, preconditions, grace = self._delete_options(body, query)
         obj, gone = self.store.delete(
             info.rtype,
             info.namespace,
@@ -385,13 +568,12 @@ class ApiServer:
             propagation=policy,
             preconditions=preconditions,
             grace_period_seconds=grace,
+            dry_run=bool(dry_run),
         )
-        if not gone or info.rtype.storage in (("", "pods"), ("", "namespaces")):
+        if not gone or info.rtype.return_deleted:
             return _json(obj)
         rtype = info.rtype
-        details: JsonObj = {"name": info.name, "kind": rtype.plural, "uid": obj["metadata"]["uid"]}
-        if rtype.group:
-            details["group"] = rtype.group
+        details = status_details(info.name, rtype.group, rtype.plural, obj["metadata"]["uid"])
         return _json(
             {
                 "kind": "Status",
@@ -405,7 +587,11 @@ class ApiServer:
     async def _delete_collection(
         self, request: web.Request, info: RequestInfo, query: dict[str, str], fault: FaultDecision
     ) -> web.StreamResponse:
-        policy, _, _ = self._delete_options(await self._body(request), query)
+        body = await self._body(request)
+        dry_run = _dry_run(request, body)
+        check_delete(dry_run)
+        _check_list_options(query, watch=False)
+        policy, _, _ = self._delete_options(body, query)
         rtype = info.rtype
         items = self.store.delete_collection(
             rtype,
@@ -413,6 +599,7 @@ class ApiServer:
             labels=LabelSelector.parse(query.get("labelSelector")),
             fields=FieldSelector.parse(query.get("fieldSelector"), rtype.storage, rtype.plural),
             propagation=policy,
+            dry_run=bool(dry_run),
         )
         return _json(
             {

@@ -13,6 +13,12 @@ therefore atomic):
 - Deletion honours finalizers, preconditions and propagation (``Background``, ``Foreground``,
   ``Orphan``); dependents are collected by :mod:`dispatch.testing.k8s.gc`.
 - Admission plugins (:mod:`dispatch.testing.k8s.admission`) run on every create and update.
+- ``dry_run`` writes run every step (defaulting, admission, validation, conflicts) and answer
+  what would be stored, but store nothing: no resourceVersion, no watch event, no deletion.
+- Writes that name a field manager (every request through the HTTP front) keep
+  ``metadata.managedFields`` and server-side apply semantics
+  (:mod:`dispatch.testing.k8s.managed_fields`); the emulator's own controllers write without
+  one and leave the entries as they are.
 - Objects handed out are copies; callers may modify them freely.
 """
 
@@ -25,17 +31,20 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dispatch.adapters.kubeflow.objects import clone
+from dispatch.adapters.kubeflow.objects import MERGE_KEYS, clone
 from dispatch.clock import Clock
-from dispatch.testing.k8s import errors
+from dispatch.testing.k8s import errors, workloads
+from dispatch.testing.k8s import managed_fields as fieldmanager
 from dispatch.testing.k8s.admission import AdmissionChain, AdmissionRequest
 from dispatch.testing.k8s.conversion import from_storage, to_storage
 from dispatch.testing.k8s.errors import FieldError
 from dispatch.testing.k8s.gc import GarbageCollector
-from dispatch.testing.k8s.meta import Identity
+from dispatch.testing.k8s.meta import Identity, rfc3339
 from dispatch.testing.k8s.patch import APPLY_PATCH, apply_patch
 from dispatch.testing.k8s.resources import ResourceCatalog, ResourceType
 from dispatch.testing.k8s.selectors import FieldSelector, LabelSelector
+from dispatch.testing.k8s.services import MERGE_KEYS as SERVICE_MERGE_KEYS
+from dispatch.testing.k8s.services import SERVICES
 from dispatch.testing.k8s.strategy import (
     check_kind,
     finished_deleting,
@@ -225,12 +234,27 @@ class Store:
     ) -> None:
         stype = self._storage(rtype)
         found = [] if subresource else metadata_errors(stype, obj)
+        if not subresource:  # Job and Pod strategies (selector, restartPolicy, pod updates)
+            found += workloads.admit(op, stype, obj, old)
         found += self.admission.admit(AdmissionRequest(op, stype, obj, old, subresource, self))
         if found:
             name = str(obj["metadata"].get("name", ""))
             raise errors.invalid(rtype.group, rtype.kind, name, found)
 
-    def create(self, rtype: ResourceType, namespace: str | None, body: JsonObj) -> JsonObj:
+    def create(
+        self,
+        rtype: ResourceType,
+        namespace: str | None,
+        body: JsonObj,
+        *,
+        field_manager: str | None = None,
+        dry_run: bool = False,
+        managed_fields: builtins.list[JsonObj] | None = None,
+    ) -> JsonObj:
+        """Create. ``field_manager``: who writes (its ``Update`` entry in ``managedFields``;
+        None for the emulator's own controllers); ``managed_fields``: the entries server-side
+        apply computed; ``dry_run``: everything but the write (the object as it would be
+        stored, without a resourceVersion, as ``dryRun=All`` answers)."""
         stype = self._storage(rtype)
         check_kind(rtype, body)
         obj = to_storage(rtype, stype, clone(body))
@@ -244,7 +268,17 @@ class Store:
             if not m.get("generateName"):
                 raise errors.already_exists(rtype.group, rtype.plural, m["name"])
             m["name"] = self.identity.generated_name(m["generateName"])
+        workloads.prepare_create(stype, obj)  # after the final name: Job labels carry it
+        if managed_fields is not None or field_manager:
+            entries = managed_fields
+            if entries is None and field_manager:
+                entries = fieldmanager.track_update(
+                    None, obj, field_manager, self._scope(rtype, None), self._now()
+                )
+            _set_managed_fields(obj, entries)
         self._admit("CREATE", rtype, obj, None, None)
+        if dry_run:
+            return self._out(rtype, obj)
         self.tables.commit(stype, "ADDED", obj, None)
         self.gc.created(obj)
         self.gc.drain()
@@ -259,17 +293,31 @@ class Store:
         *,
         subresource: str | None = None,
         unconditional: bool = False,
+        field_manager: str | None = None,
+        dry_run: bool = False,
+        managed_fields: builtins.list[JsonObj] | None = None,
     ) -> JsonObj:
-        """PUT. ``unconditional`` (used by patches) allows a body without resourceVersion."""
+        """PUT. ``unconditional`` (used by patches) allows a body without resourceVersion.
+        ``field_manager``, ``managed_fields`` and ``dry_run`` as for :meth:`create`; without
+        a manager the stored ``managedFields`` stay as they are."""
         stype = self._storage(rtype)
         existing = self._stored(rtype, namespace, name)
         check_kind(rtype, body)
         new = to_storage(rtype, stype, clone(body))
         new = prepare_update(rtype, stype, new, existing, subresource, unconditional=unconditional)
+        entries = managed_fields
+        if entries is None and field_manager:
+            scope = self._scope(rtype, subresource)
+            entries = fieldmanager.track_update(existing, new, field_manager, scope, self._now())
+        elif entries is None:
+            entries = existing["metadata"].get("managedFields")
+        _set_managed_fields(new, entries)
         self._admit("UPDATE", rtype, new, existing, subresource)
         new["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
         if new == existing:
             return self._out(rtype, existing)
+        if dry_run:
+            return self._out(rtype, new)
         if finished_deleting(new):
             self.tables.commit(stype, "DELETED", new, existing)
             self.gc.removed(new)
@@ -289,28 +337,81 @@ class Store:
         *,
         subresource: str | None = None,
         field_manager: str | None = None,
+        force: bool = False,
+        dry_run: bool = False,
     ) -> JsonObj:
-        """Patch (merge, JSON, strategic merge, apply) then write as :meth:`update`. Apply
-        (server-side apply) is a merge patch that creates a missing object; no field
-        ownership is tracked."""
+        """Patch (merge, JSON, strategic merge) then write as :meth:`update`, or server-side
+        apply (:mod:`~dispatch.testing.k8s.managed_fields`: field ownership, 409 on another
+        manager's field unless ``force``; a missing object is created)."""
         if patch_type == APPLY_PATCH:
-            if not field_manager:
-                raise errors.invalid(
-                    "meta.k8s.io",
-                    "PatchOptions",
-                    "",
-                    [FieldError.required("fieldManager", "is required for apply patch")],
-                )
-            key = self._key(rtype, namespace, name)
-            if key not in self._table(self._storage(rtype)):
-                return self.create(rtype, namespace, body)
+            return self._apply(
+                rtype, namespace, name, body, subresource, field_manager, force, dry_run
+            )
         current = self.get(rtype, namespace, name)
-        patched = apply_patch(patch_type, current, body, builtin=rtype.builtin)
+        keys = SERVICE_MERGE_KEYS if rtype.storage == SERVICES else MERGE_KEYS
+        patched = apply_patch(patch_type, current, body, builtin=rtype.builtin, merge_keys=keys)
         if not isinstance(patched, dict):
             raise errors.bad_request("patch did not produce an object")
         return self.update(
-            rtype, namespace, name, patched, subresource=subresource, unconditional=True
+            rtype,
+            namespace,
+            name,
+            patched,
+            subresource=subresource,
+            unconditional=True,
+            field_manager=field_manager,
+            dry_run=dry_run,
         )
+
+    def _apply(
+        self,
+        rtype: ResourceType,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        subresource: str | None,
+        field_manager: str | None,
+        force: bool,
+        dry_run: bool,
+    ) -> JsonObj:
+        if not field_manager:
+            raise errors.invalid(
+                "meta.k8s.io",
+                "PatchOptions",
+                "",
+                [FieldError.required("fieldManager", "is required for apply patch")],
+            )
+        if not isinstance(body, dict):
+            raise errors.bad_request("the body of the request must be an object")
+        if isinstance(body.get("metadata"), dict) and "managedFields" in body["metadata"]:
+            raise errors.bad_request("metadata.managedFields must be nil")
+        scope, now = self._scope(rtype, subresource), self._now()
+        if self.peek(rtype, namespace, name) is None:
+            created, entries = fieldmanager.apply(
+                None, body, field_manager, scope, now, force=force
+            )
+            return self.create(rtype, namespace, created, managed_fields=entries, dry_run=dry_run)
+        current = self.get(rtype, namespace, name)
+        merged, entries = fieldmanager.apply(current, body, field_manager, scope, now, force=force)
+        return self.update(
+            rtype,
+            namespace,
+            name,
+            merged,
+            subresource=subresource,
+            unconditional=True,
+            managed_fields=entries,
+            dry_run=dry_run,
+        )
+
+    def _scope(self, rtype: ResourceType, subresource: str | None) -> fieldmanager.Scope:
+        stype = self._storage(rtype)
+        return fieldmanager.Scope(
+            rtype.api_version, subresource or "", stype.status, builtin=rtype.builtin
+        )
+
+    def _now(self) -> str:
+        return rfc3339(self.clock.now())
 
     def delete(
         self,
@@ -321,9 +422,11 @@ class Store:
         propagation: str | None = None,
         preconditions: JsonObj | None = None,
         grace_period_seconds: int | None = None,
+        dry_run: bool = False,
     ) -> tuple[JsonObj, bool]:
         """Delete; returns the object and whether it is gone now (False: deletion pending on
-        finalizers, dependents in the foreground, or graceful termination)."""
+        finalizers, dependents in the foreground, or graceful termination). ``dry_run``: the
+        same answer, but nothing is written and no deletion starts."""
         stype = self._storage(rtype)
         existing = self._stored(rtype, namespace, name)
         pre = preconditions or {}
@@ -346,7 +449,9 @@ class Store:
                 f"{m['resourceVersion']}",
             )
         policy = propagation or rtype.default_propagation
-        state, _ = self.gc.delete(stype, existing, policy, grace_period_seconds)
+        state, gone = self.gc.delete(stype, existing, policy, grace_period_seconds, dry_run=dry_run)
+        if dry_run:
+            return self._out(rtype, state), gone
         self.gc.drain()
         return self._out(rtype, state), self.find_uid(m["uid"]) is None
 
@@ -358,12 +463,15 @@ class Store:
         labels: LabelSelector | None = None,
         fields: FieldSelector | None = None,
         propagation: str | None = None,
+        dry_run: bool = False,
     ) -> builtins.list[JsonObj]:
         listed = self.list(rtype, namespace, labels=labels, fields=fields)
         out = []
         for item in listed.items:
             m = item["metadata"]
-            obj, _ = self.delete(rtype, m.get("namespace"), m["name"], propagation=propagation)
+            obj, _ = self.delete(
+                rtype, m.get("namespace"), m["name"], propagation=propagation, dry_run=dry_run
+            )
             out.append(obj)
         return out
 
@@ -395,6 +503,13 @@ class Store:
                 f"unable to create new content in namespace {namespace} "
                 "because it is being terminated",
             )
+
+
+def _set_managed_fields(obj: JsonObj, entries: builtins.list[JsonObj] | None) -> None:
+    if entries:
+        obj["metadata"]["managedFields"] = entries
+    else:
+        obj["metadata"].pop("managedFields", None)
 
 
 def _encode_continue(rv: int, start: Key) -> str:

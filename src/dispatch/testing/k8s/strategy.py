@@ -22,6 +22,7 @@ SYSTEM_META = (
 )  # fmt: skip
 PODS = ("", "pods")
 NAMESPACES = ("", "namespaces")
+DISRUPTION_BUDGETS = ("policy", "poddisruptionbudgets")
 
 
 def check_kind(rtype: ResourceType, body: JsonObj) -> None:
@@ -78,6 +79,10 @@ def prepare_create(
             obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
         if stype.storage == NAMESPACES:
             obj["status"] = {"phase": "Active"}
+        if stype.storage == DISRUPTION_BUDGETS:  # the numbers have no omitempty
+            obj["status"] = dict.fromkeys(
+                ("disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"), 0
+            )
     if stype.storage == NAMESPACES:
         obj.setdefault("spec", {"finalizers": ["kubernetes"]})
         m.setdefault("labels", {})["kubernetes.io/metadata.name"] = m["name"]

@@ -5,7 +5,9 @@ Watch guarantees: events in resourceVersion order, as ``{"type": ..., "object": 
 and are sent only when every earlier selected change has been sent; ``sendInitialEvents``
 ends the initial ``ADDED`` burst with a bookmark annotated ``k8s.io/initial-events-end``; a
 too-old resourceVersion yields one ``ERROR`` event holding a 410 ``Expired`` Status, then the
-stream ends; ``timeoutSeconds`` (emulated time) ends the stream cleanly.
+stream ends; ``timeoutSeconds`` ends the stream cleanly after that many real seconds, whatever
+the emulated clock's pace (an API server's request timeout is wall-clock time: a client that
+asks for 30 s gets its stream back in 30 s at any ``time_scale``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,7 +70,12 @@ async def serve_watch(
     clock: Clock,
     bookmark_interval: float,
     fault: FaultDecision,
+    *,
+    wall: Clock | None = None,
+    table: Callable[[JsonObj], JsonObj] | None = None,
 ) -> web.StreamResponse:
+    """Serve one watch; ``wall`` times ``timeoutSeconds`` (default: ``clock``); ``table``
+    turns each event's object into what the client asked for instead (a ``Table``)."""
     resp = await _start(request)
     if isinstance(sub_or_error, ApiError) or fault.watch_gone:
         status = (
@@ -88,7 +95,7 @@ async def serve_watch(
 
     initial = sub.pending if options.send_initial_events and not options.since else -1
     sent = 0
-    deadline = _task(clock.sleep(options.timeout)) if options.timeout else None
+    deadline = _task((wall or clock).sleep(options.timeout)) if options.timeout else None
     drop = _task(clock.sleep(fault.drop_after_seconds)) if fault.drop_after_seconds else None
     tick = _task(clock.sleep(bookmark_interval)) if options.bookmarks else None
     nxt: asyncio.Task[Any] | None = None
@@ -113,7 +120,10 @@ async def serve_watch(
                 if item is None:
                     break
                 event_type, change = item
-                await resp.write(change.wire(wire_key, event_type, render))
+                if table is None:
+                    await resp.write(change.wire(wire_key, event_type, render))
+                else:  # this watcher's own rendering, not the shared encoded line
+                    await resp.write(_line(event_type, table(render(change.obj))))
                 sent += 1
                 initial -= 1 if initial > 0 else 0
                 if fault.drop_after_events and sent >= fault.drop_after_events:

@@ -2,8 +2,9 @@
 (``kubectl drain``, autoscaler scale-down, spot-termination handlers) and the kubelet's
 graceful node shutdown (spot/preemptible reclaim). Platform reference C.4.
 
-* :func:`evict_pod` does what the API server does for a ``pods/eviction`` request (PDBs are
-  not emulated): the pod gets ``DisruptionTarget=True/EvictionByEvictionAPI`` ("Eviction API:
+* :func:`evict_pod` does what the API server does for a ``pods/eviction`` request, without
+  consulting PodDisruptionBudgets (the served subresource, :mod:`dispatch.testing.k8s.eviction`,
+  does): the pod gets ``DisruptionTarget=True/EvictionByEvictionAPI`` ("Eviction API:
   evicting") and is deleted gracefully, so its kubelet stops the containers (exit 143).
 * :func:`drain_node` is ``kubectl drain``: cordon (``spec.unschedulable`` and the
   ``node.kubernetes.io/unschedulable:NoSchedule`` taint) then evict every pod on the node.

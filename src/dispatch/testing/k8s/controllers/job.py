@@ -4,9 +4,12 @@
   ``controller-uid``, ``job-completion-index`` (also an annotation), hostname
   ``<job>-<index>`` under the template's subdomain, and with ``backoffLimitPerIndex`` the
   annotation ``batch.kubernetes.io/job-index-failure-count``.
-* Failures: a pod in phase Failed, or one that vanished before finishing, is a failure unless
-  a ``podFailurePolicy`` rule says ``Ignore`` (``FailJob`` fails the Job at once with reason
-  ``PodFailurePolicy``, ``FailIndex`` fails the index). With ``restartPolicy: OnFailure`` the
+* Failures: a pod in phase Failed, or one that vanished before finishing, is a failure
+  (counted in ``status.failed``) unless a ``podFailurePolicy`` rule says ``Ignore``
+  (``FailJob`` fails the Job at once with reason ``PodFailurePolicy``, its pod counted too, as
+  ``matchPodFailurePolicy`` answers countFailed for it; ``FailIndex`` fails the index).
+  The selector, template labels and ``restartPolicy`` rules of Job creation are the API
+  server's (:mod:`dispatch.testing.k8s.workloads`). With ``restartPolicy: OnFailure`` the
   container restarts of active pods count too (``restartCount`` sum >= ``backoffLimit``).
   Over the limit: ``BackoffLimitExceeded``; per index: ``FailedIndexes`` /
   ``MaxFailedIndexesExceeded``. Messages as Kubernetes writes them.
@@ -213,21 +216,26 @@ class JobController(Reconciler):
         spec = job["spec"]
         per_index = spec.get("backoffLimitPerIndex")
         failed_indexes = _parse(status.get("failedIndexes", ""))
+        fail_job: tuple[str, str] | None = None
         for pod in new:
             action, message = _pod_failure_action(job, pod)
-            if action == "FailJob":
-                return "PodFailurePolicy", message
             if action == "Ignore":
                 continue
+            # every failed pod not ignored is counted, the one a FailJob rule matched too
             status["failed"] = int(status.get("failed", 0)) + 1
+            if action == "FailJob":
+                fail_job = fail_job or ("PodFailurePolicy", message)
+                continue
             if per_index is not None:
                 index = _index(pod)
                 count = int((pod["metadata"].get("annotations") or {}).get(FAILURE_COUNT, "0")) + 1
                 if action == "FailIndex" or count > int(per_index):
                     failed_indexes.add(index)
+        if per_index is not None and failed_indexes:
+            status["failedIndexes"] = compress(failed_indexes)
+        if fail_job is not None:
+            return fail_job
         if per_index is not None:
-            if failed_indexes:
-                status["failedIndexes"] = compress(failed_indexes)
             max_failed = spec.get("maxFailedIndexes")
             if max_failed is not None and len(failed_indexes) > int(max_failed):
                 return "MaxFailedIndexesExceeded", MESSAGES["MaxFailedIndexesExceeded"]

@@ -3,14 +3,21 @@
 * Jobs ``<jobset>-<replicatedJob>-<index>`` with the JobSet labels and annotations on the Job
   and its pod template (jobset-name/uid, replicatedjob-name/replicas, job-index,
   job-global-index, global-replicas, job-key, group-name/replicas, job-group-index,
-  restart-attempt), pod ``subdomain`` = ``network.subdomain`` or the JobSet name; the webhook
-  defaults ``completionMode: Indexed`` and pod ``restartPolicy: OnFailure``; the API server
-  defaults ``backoffLimit`` 6.
+  restart-attempt), pod ``subdomain`` = ``network.subdomain`` or the JobSet name unless
+  ``network.enableDNSHostnames`` is false; the webhook defaults ``completionMode: Indexed`` and
+  pod ``restartPolicy: OnFailure``; the API server defaults ``backoffLimit`` 6.
+* With DNS hostnames on (the webhook's default), a headless Service named like the subdomain
+  (``clusterIP: None``, selecting ``jobset-name``, ``publishNotReadyAddresses`` as the network
+  says, default true), owned by the JobSet, so pods resolve ``<hostname>.<subdomain>``.
 * A failed Job: no ``failurePolicy`` -> ``Failed``/``FailedJobs``; else the first matching rule
   (reasons, message patterns, target jobs; earliest failure first) decides ``FailJobSet``,
   ``RestartJobSet`` (counts toward ``maxRestarts``; at the limit ``ReachedMaxRestarts``) or
   ``RestartJobSetAndIgnoreMaxRestarts``; no matching rule = ``RestartJobSet``. A restart
-  deletes the older Jobs in the foreground and creates new ones.
+  deletes the older Jobs in the foreground and creates new ones, and sets ``RestartingJobSet``
+  True; it turns False (reason ``JobsReady``, "all jobs are ready") once every Job of the new
+  run is ready or done, or when the JobSet fails (``JobSetFailed``, "jobset failed"),
+  completes (``JobSetCompleted``) or is suspended (``JobSetSuspended``), each with a Normal
+  event, as v0.12's ``setRestartingConditionFalse``.
 * ``successPolicy`` All/Any -> ``Completed``/``AllJobsCompleted``. When finished, still-active
   Jobs are deleted in the foreground; the failed Job and its pods remain.
 * ``suspend`` is propagated to the Jobs (``SuspendedJobs`` / ``ResumeJobs``); on resume the
@@ -38,7 +45,7 @@ from dispatch.testing.k8s.controllers.base import (
     set_condition,
     write_status,
 )
-from dispatch.testing.k8s.errors import FieldError
+from dispatch.testing.k8s.errors import ApiError, FieldError
 from dispatch.testing.k8s.meta import parse_rfc3339
 from dispatch.testing.k8s.watch import Change
 
@@ -107,17 +114,21 @@ class JobSetController(Reconciler):
         for job in stale:
             if not job["metadata"].get("deletionTimestamp"):
                 self._delete_job(job)
+        rows = self._replicated_status(js, current)
         if not status.get("terminalState"):
+            if not js["spec"].get("suspend") and _all_ready(js, rows):
+                self._restarting_false(js, status, "JobsReady", "all jobs are ready")
             self._decide(js, status, current)
         if status.get("terminalState"):
             for job in current:
                 if not (is_true(job, "Complete") or _job_failed(job)):
                     self._delete_job(job)
         else:
+            self._headless_service(js)
             self._suspend_or_resume(js, status, current)
             if int(status["restarts"]) == attempt:
                 self._create_missing(js, current, attempt)
-        status["replicatedJobsStatus"] = self._replicated_status(js, current)
+        status["replicatedJobsStatus"] = rows
         if not status["conditions"]:
             status.pop("conditions")
         if status != (js.get("status") or {}):
@@ -159,6 +170,7 @@ class JobSetController(Reconciler):
                 "jobset completed successfully",
                 "jobset",
             )
+            self._restarting_false(js, status, "JobSetCompleted", "jobset completed successfully")
 
     def _on_failure(self, js: JsonObj, status: JsonObj, failed: list[JsonObj]) -> None:
         policy = js["spec"].get("failurePolicy")
@@ -208,6 +220,55 @@ class JobSetController(Reconciler):
         set_condition(status["conditions"], "Failed", "True", reason, message, self.now())
         status["terminalState"] = "Failed"
         record_event(self.cluster, js, "Warning", reason, message, "jobset")
+        self._restarting_false(js, status, "JobSetFailed", "jobset failed")
+
+    def _restarting_false(self, js: JsonObj, status: JsonObj, reason: str, message: str) -> None:
+        """``setRestartingConditionFalse``: an existing ``RestartingJobSet`` condition turns
+        False (a new time when it was True; reason and message updated otherwise); none is
+        added when there is none. A change is announced by a Normal event, as any of JobSet's
+        condition changes."""
+        conds = status["conditions"]
+        old = condition(conds, "RestartingJobSet")
+        if old is None:
+            return
+        if set_condition(conds, "RestartingJobSet", "False", reason, message, self.now()):
+            record_event(self.cluster, js, "Normal", reason, message, "jobset")
+
+    def _headless_service(self, js: JsonObj) -> None:
+        """``createHeadlessSvcIfNecessary``: with DNS hostnames enabled (JobSet's webhook
+        defaults ``network.enableDNSHostnames`` to true), a headless Service named after the
+        pods' subdomain selects the JobSet's pods, owned by the JobSet; an existing Service of
+        that name is left as it is."""
+        network = js["spec"].get("network") or {}
+        if network.get("enableDNSHostnames") is False:
+            return
+        m = js["metadata"]
+        name = _subdomain(js)
+        service_type = self.rtype("v1", "Service")
+        if self.cluster.store.peek(service_type, m["namespace"], name) is not None:
+            return
+        service = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": name,
+                "namespace": m["namespace"],
+                "ownerReferences": [owner_ref(js)],
+            },
+            "spec": {
+                "clusterIP": "None",
+                "selector": {P + "jobset-name": m["name"]},
+                "publishNotReadyAddresses": network.get("publishNotReadyAddresses", True)
+                is not False,
+            },
+        }
+        try:
+            self.cluster.store.create(service_type, m["namespace"], service)
+        except ApiError as exc:
+            record_event(
+                self.cluster, js, "Warning", "HeadlessServiceCreationFailed", exc.message, "jobset"
+            )
+            raise
 
     # ------------------------------------------------------------------ jobs
 
@@ -258,9 +319,8 @@ class JobSetController(Reconciler):
         pod = spec.setdefault("template", {})
         pod_spec = pod.setdefault("spec", {})
         pod_spec.setdefault("restartPolicy", "OnFailure")
-        pod_spec.setdefault(
-            "subdomain", (js["spec"].get("network") or {}).get("subdomain") or m["name"]
-        )
+        if (js["spec"].get("network") or {}).get("enableDNSHostnames") is not False:
+            pod_spec["subdomain"] = _subdomain(js)
         spec["suspend"] = bool(js["spec"].get("suspend"))
         key = hashlib.sha1(f"{m['namespace']}/{name}".encode(), usedforsecurity=False).hexdigest()
         meta = {
@@ -311,6 +371,7 @@ class JobSetController(Reconciler):
             self.cluster.store.patch(job_type, m["namespace"], m["name"], MERGE, patch)
         if suspend:
             set_condition(conds, "Suspended", "True", "SuspendedJobs", "jobset is suspended", now)
+            self._restarting_false(js, status, "JobSetSuspended", "jobset is suspended")
         elif condition(conds, "Suspended") is not None:
             set_condition(conds, "Suspended", "False", "ResumeJobs", "jobset is resumed", now)
 
@@ -333,6 +394,8 @@ class JobSetController(Reconciler):
             for job in mine:
                 st = job.get("status") or {}
                 parallelism = int(job["spec"].get("parallelism", 1))
+                if job["spec"].get("completions") is not None:
+                    parallelism = min(parallelism, int(job["spec"]["completions"]))
                 if is_true(job, "Complete"):
                     row["succeeded"] += 1
                 elif _job_failed(job):
@@ -347,6 +410,17 @@ class JobSetController(Reconciler):
                         row["active"] += 1
             out.append(row)
         return out
+
+
+def _subdomain(js: JsonObj) -> str:
+    """``GetSubdomain``: ``network.subdomain``, else the JobSet's name."""
+    return str((js["spec"].get("network") or {}).get("subdomain") or js["metadata"]["name"])
+
+
+def _all_ready(js: JsonObj, rows: list[JsonObj]) -> bool:
+    """``allJobsReady``: ready plus succeeded Jobs of the current run equal all replicas."""
+    total = sum(int(rj.get("replicas", 1)) for rj in js["spec"]["replicatedJobs"])
+    return total == sum(int(r["ready"]) + int(r["succeeded"]) for r in rows)
 
 
 def _rule_matches(rule: JsonObj, job: JsonObj) -> bool:

@@ -2,7 +2,8 @@
 says, write their status and logs, and confirm graceful deletions.
 
 Per pod (on a Ready node): init containers complete; after ``startAfter`` the containers run
-(``Running``, ``Ready``, log lines written, so ``kubectl logs -f`` follows them); after
+(``Running``, ``Ready``, ``podIP`` with its ``podIPs`` list and ``hostIP`` with ``hostIPs``, as
+a 1.33 kubelet writes them; log lines written, so ``kubectl logs -f`` follows them); after
 ``runFor`` they exit with ``exitCode`` (``OOMKilled`` = 137). ``restartPolicy: Never`` (or
 exit 0 under ``OnFailure``) ends the pod ``Succeeded``/``Failed``; a failure under
 ``OnFailure``/``Always`` restarts the container in place (``restartCount``, ``lastState``,
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import zlib
 from typing import TYPE_CHECKING, Any
 
 from dispatch.testing.k8s.controllers.base import record_event, set_condition, write_status
@@ -187,10 +189,12 @@ class Kubelet:
         status = copy.deepcopy(pod.get("status") or {})
         now = rfc3339(self.cluster.clock.now())
         status.setdefault("hostIP", "10.0.0.1")
+        status.setdefault("hostIPs", [{"ip": status["hostIP"]}])
         status.setdefault(
             "podIP",
-            f"10.1.{len(pod['metadata']['name']) % 250}.{hash(pod['metadata']['uid']) % 250}",
+            f"10.1.{len(pod['metadata']['name']) % 250}.{zlib.crc32(pod['metadata']['uid'].encode()) % 250}",
         )
+        status.setdefault("podIPs", [{"ip": status["podIP"]}])  # the list beside the first IP
         status.setdefault("startTime", now)
         return status
 

@@ -1,24 +1,28 @@
-"""Kueue (v0.17+, TrainJob integration with runtimePatches), reduced to one flavor per
-ClusterQueue and within-queue priority preemption.
+"""Kueue (v0.17+, TrainJob integration with runtimePatches): the job side. The queue side
+(which ClusterQueue, flavor assignment, preemption, queue status) is :mod:`.kueue_scheduler`,
+reading only Kueue's objects; :mod:`.kueue_queues` holds the configuration and webhooks.
 
 * Webhook: a TrainJob with label ``kueue.x-k8s.io/queue-name`` is created suspended with an
   empty runtimePatch of manager ``kueue.x-k8s.io/manager``.
 * A Workload per TrainJob (``trainjob-<name>-<hash>``, label ``kueue.x-k8s.io/job-uid``,
-  controller owner reference; pod sets from the would-be JobSet, initializers included).
-* Admission in priority then creation order (BestEffortFIFO) against the ClusterQueue's
-  nominal quota: ``QuotaReserved``/``Admitted`` True; the TrainJob's Kueue patch gets the pod
-  label ``kueue.x-k8s.io/podset``, then it is unsuspended (two writes, as Kueue does). Pending
-  reasons ``WaitingForQuota`` and ``ExceedsMaxQuota`` with Kueue's flavor-assignment messages.
-* Preemption of lower-priority admitted Workloads (``Evicted``/``Preempted`` reason
-  ``InClusterQueue``): the TrainJob is suspended (event ``Stopped``); once no Job is active the
-  patch is cleared, the quota released and the Workload requeued (``Requeued``); on the next
-  admission ``Evicted``/``Preempted`` turn False ("Previously: ...").
+  controller owner reference; pod sets from the would-be JobSet, initializers included). Its
+  priority is the value of the WorkloadPriorityClass the ``kueue.x-k8s.io/priority-class``
+  label names (``spec.priorityClassRef``), else 0; a label naming a class that does not
+  exist creates no Workload until it does (``jobframework.ExtractPriority`` fails).
+* Admitted: the TrainJob's Kueue patch gets the pod label ``kueue.x-k8s.io/podset``, then it
+  is unsuspended (two writes, as Kueue does).
+* Preempted or evicted: the TrainJob is suspended (event ``Stopped``); once no Job is active
+  the patch is cleared, the quota released and the Workload requeued (``Requeued``); on the
+  next admission ``Evicted``/``Preempted`` turn False ("Previously: ...").
 * ``Finished`` (``Succeeded``/``Failed``) from the TrainJob's ``Complete``/``Failed``.
-* ``waitForPodsReady`` recovery (``KueueConfig.recovery_timeout``): pods that had all been
-  ready and no longer are set ``PodsReady=False/WaitForRecovery``; not ready again within the
-  timeout, the Workload is evicted (``Evicted`` reason ``PodsReadyTimeout``, counted in
-  ``schedulingStats.evictions`` with ``underlyingCause: WaitForRecovery`` and in
-  ``requeueState``) and stopped and requeued like a preempted one.
+* ``PodsReady`` only with ``waitForPodsReady`` enabled (``KueueConfig.wait_for_pods_ready`` or
+  ``recovery_timeout``; ``jobframework/reconciler.go`` writes it only then): ``WaitForStart``
+  until every pod set's pods are ready, then ``Started`` (``Recovered`` after a recovery).
+  With ``recovery_timeout``, pods that had all been ready and no longer are set
+  ``PodsReady=False/WaitForRecovery``; not ready again within the timeout, the Workload is
+  evicted (``Evicted`` reason ``PodsReadyTimeout``, counted in ``schedulingStats.evictions``
+  with ``underlyingCause: WaitForRecovery`` and in ``requeueState``) and stopped and
+  requeued like a preempted one.
 """
 
 from __future__ import annotations
@@ -41,52 +45,68 @@ from dispatch.testing.k8s.controllers.base import (
     write_status,
 )
 from dispatch.testing.k8s.controllers.kueue_queues import (
-    FLAVOR,
+    KUEUE_API,
     MANAGER,
     QUEUE_LABEL,
-    ClusterQueue,
     KueueConfig,
     KueueWebhook,
-    requests_of,
-    total,
 )
-from dispatch.testing.k8s.controllers.scheduler import RESOURCES, milli
+from dispatch.testing.k8s.controllers.kueue_scheduler import JOB_UID, KueueScheduler
 from dispatch.testing.k8s.meta import parse_rfc3339
 from dispatch.testing.k8s.watch import Change
 
 JsonObj = dict[str, Any]
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
-WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
+WORKLOAD_API = KUEUE_API
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-JOB_UID = "kueue.x-k8s.io/job-uid"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
+#: the key of a scheduling pass over every queue (a TrainJob key names a namespace)
+QUEUES: Key = ("", "")
+#: emulated seconds before a TrainJob whose WorkloadPriorityClass is missing is looked at again
+RETRY_PRIORITY = 5.0
 
 
 class Kueue(Reconciler):
     name = "kueue"
-    watches = ((TRAINER_API, "TrainJob"), (WORKLOAD_API, "Workload"))
+    watches = (
+        (TRAINER_API, "TrainJob"),
+        (KUEUE_API, "Workload"),
+        (KUEUE_API, "ClusterQueue"),
+        (KUEUE_API, "LocalQueue"),
+        (KUEUE_API, "ResourceFlavor"),
+        (KUEUE_API, "WorkloadPriorityClass"),
+        ("v1", "Namespace"),
+    )
 
     def __init__(self, config: KueueConfig) -> None:
         super().__init__()
         self.config = config
 
     def install(self, cluster: Any) -> None:
+        """The webhook first, then the configuration's queue objects (so they are defaulted
+        as any client's would be)."""
         super().install(cluster)
         cluster.store.admission.add(KueueWebhook())
+        for obj in self.config.objects(cluster.config.namespaces):
+            m = obj["metadata"]
+            cluster.store.create(cluster.rtype(KUEUE_API, obj["kind"]), m.get("namespace"), obj)
 
     def keys(self, change: Change) -> list[Key]:
+        if change.rtype.kind == "TrainJob":
+            return [(change.namespace, change.name)]
         if change.rtype.kind == "Workload":
-            return owner_keys(change, "TrainJob")
-        return [(change.namespace, change.name)]
+            return [*owner_keys(change, "TrainJob"), QUEUES]
+        return [QUEUES]
 
     def reconcile(self, key: Key) -> float | None:
+        if key == QUEUES:
+            KueueScheduler(self.cluster).run()
+            return None
         tj = self.find(TRAINER_API, "TrainJob", *key)
         queued = tj is not None and QUEUE_LABEL in (tj["metadata"].get("labels") or {})
-        again = None
         if tj is not None and queued and not tj["metadata"].get("deletionTimestamp"):
-            again = self._job(tj)
-        self._schedule()
-        return again
+            return self._job(tj)
+        return None
 
     # ------------------------------------------------------------------ one job
 
@@ -103,9 +123,7 @@ class Kueue(Reconciler):
              if c["type"] in ("Complete", "Failed") and c["status"] == "True"), None,
         )  # fmt: skip
         if wl is None:
-            if finished is None:
-                self._create_workload(tj)
-            return None
+            return self._create_workload(tj) if finished is None else None
         again = None
         status = copy.deepcopy(wl.get("status") or {})
         conds = status.setdefault("conditions", [])
@@ -124,31 +142,41 @@ class Kueue(Reconciler):
             self._stop(tj, wl, status)
         elif is_true(wl, "Admitted"):
             self._start(tj, wl)
-            jobs = (tj.get("status") or {}).get("jobsStatus") or []
-            ready = sum(j.get("ready", 0) + j.get("succeeded", 0) for j in jobs)
-            total = sum(int(p.get("count", 1)) > 0 for p in wl["spec"]["podSets"])
-            pods_ready = condition(conds, "PodsReady")
-            if jobs and ready >= total:
-                set_condition(conds, "PodsReady", "True", "Started",
-                              "All pods reached readiness and the workload is running", now)  # fmt: skip
-            elif (
-                self.config.recovery_timeout is not None
-                and pods_ready is not None
-                and (is_true(wl, "PodsReady") or pods_ready.get("reason") == "WaitForRecovery")
-            ):
-                again = self._recovery(wl, conds, now)
-            elif pods_ready is None:
-                set_condition(
-                    conds,
-                    "PodsReady",
-                    "False",
-                    "WaitForStart",
-                    "Not all pods are ready or succeeded",
-                    now,
-                )
+            if self.config.pods_ready_enabled:
+                again = self._pods_ready(tj, wl, conds, now)
+        elif self.config.pods_ready_enabled:
+            set_condition(conds, "PodsReady", "False", "WaitForStart",
+                          "Not all pods are ready or succeeded", now)  # fmt: skip
         if status != (wl.get("status") or {}):
             write_status(self.cluster, self.rtype(WORKLOAD_API, "Workload"), wl, status)
         return again
+
+    def _pods_ready(
+        self, tj: JsonObj, wl: JsonObj, conds: list[JsonObj], now: float
+    ) -> float | None:
+        """``generatePodsReadyCondition`` for an admitted workload; returns when to look
+        again (a recovery timeout running)."""
+        jobs = (tj.get("status") or {}).get("jobsStatus") or []
+        ready = sum(j.get("ready", 0) + j.get("succeeded", 0) for j in jobs)
+        wanted = sum(int(p.get("count", 1)) > 0 for p in wl["spec"]["podSets"])
+        pods_ready = condition(conds, "PodsReady")
+        if jobs and ready >= wanted:
+            old = (pods_ready or {}).get("reason")
+            reason = "Recovered" if old in ("WaitForRecovery", "Recovered") else "Started"
+            set_condition(conds, "PodsReady", "True", reason,
+                          "All pods reached readiness and the workload is running", now)  # fmt: skip
+        elif (
+            self.config.recovery_timeout is not None
+            and pods_ready is not None
+            and (is_true(wl, "PodsReady") or pods_ready.get("reason") == "WaitForRecovery")
+        ):
+            return self._recovery(wl, conds, now)
+        elif pods_ready is None or pods_ready.get("status") == "True":
+            set_condition(conds, "PodsReady", "False",
+                          "WaitForRecovery" if pods_ready else "WaitForStart",
+                          "At least one pod has failed, waiting for recovery" if pods_ready
+                          else "Not all pods are ready or succeeded", now)  # fmt: skip
+        return None
 
     def _recovery(self, wl: JsonObj, conds: list[JsonObj], now: float) -> float | None:
         """Pods that had all been ready are not: wait ``recovery_timeout``, then evict. Returns
@@ -168,7 +196,8 @@ class Kueue(Reconciler):
                       f"Exceeded the PodsReady timeout {m['namespace']}/{m['name']}", now)  # fmt: skip
         return None
 
-    def _create_workload(self, tj: JsonObj) -> None:
+    def _create_workload(self, tj: JsonObj) -> float | None:
+        """Returns when to try again (its WorkloadPriorityClass missing), else None."""
         m = tj["metadata"]
         ref = tj["spec"].get("runtimeRef") or {}
         kind = ref.get("kind", "ClusterTrainingRuntime")
@@ -179,14 +208,26 @@ class Kueue(Reconciler):
             ref.get("name", ""),
         )
         if runtime is None:
-            return
+            return None
         try:
             _, pod_sets = render(tj, runtime)
         except (UnsupportedRuntime, BuildRefused):
-            return
-        digest = hashlib.sha256(f"{m['name']}/{m['uid']}/TrainJob".encode()).hexdigest()[:5]
+            return None
         labels = m.get("labels") or {}
-        priority = self.config.priority_classes.get(labels.get(PRIORITY_LABEL, ""), 0)
+        priority: JsonObj = {"priority": 0}
+        if labels.get(PRIORITY_LABEL):
+            wpc = self.find(KUEUE_API, "WorkloadPriorityClass", None, labels[PRIORITY_LABEL])
+            if wpc is None:
+                return RETRY_PRIORITY
+            priority = {
+                "priorityClassRef": {
+                    "group": "kueue.x-k8s.io",
+                    "kind": "WorkloadPriorityClass",
+                    "name": labels[PRIORITY_LABEL],
+                },
+                "priority": int(wpc.get("value", 0)),
+            }
+        digest = hashlib.sha256(f"{m['name']}/{m['uid']}/TrainJob".encode()).hexdigest()[:5]
         body = {
             "apiVersion": WORKLOAD_API,
             "kind": "Workload",
@@ -198,7 +239,7 @@ class Kueue(Reconciler):
             },
             "spec": {
                 "queueName": labels[QUEUE_LABEL],
-                "priority": priority,
+                **priority,
                 "active": True,
                 "podSets": [
                     {"name": p.name, "count": p.pods, "template": p.template} for p in pod_sets
@@ -208,6 +249,7 @@ class Kueue(Reconciler):
         wl = self.cluster.store.create(self.rtype(WORKLOAD_API, "Workload"), m["namespace"], body)
         record_event(self.cluster, tj, "Normal", "CreatedWorkload",
                      f"Created Workload: {m['namespace']}/{wl['metadata']['name']}", "kueue-admission")  # fmt: skip
+        return None
 
     def _set_patch(self, tj: JsonObj, pod_sets: list[str] | None) -> JsonObj:
         patches = copy.deepcopy(tj["spec"].get("runtimePatches") or [])
@@ -299,140 +341,3 @@ class Kueue(Reconciler):
             )
         else:
             row["count"] += 1
-
-    # ------------------------------------------------------------------ admission
-
-    def _schedule(self) -> None:
-        workloads = [
-            copy.deepcopy(w)
-            for w in self.cluster.store.objects(self.rtype(WORKLOAD_API, "Workload"))
-        ]
-        for cq in self.config.cluster_queues:
-            mine = [
-                w
-                for w in workloads
-                if w["spec"].get("queueName") in cq.local_queues and not is_true(w, "Finished")
-            ]
-            admitted = [w for w in mine if "admission" in (w.get("status") or {})]
-            pending = sorted(
-                (w for w in mine if "admission" not in (w.get("status") or {})),
-                key=lambda w: (
-                    -int(w["spec"].get("priority", 0)),
-                    w["metadata"]["creationTimestamp"],
-                    w["metadata"]["name"],
-                ),
-            )
-            quota = {r: milli(v, r) for r, v in cq.quota.items() if r in RESOURCES}
-            used = total([requests_of(w) for w in admitted])
-            for wl in pending:
-                want = requests_of(wl)
-                over = [r for r in quota if want.get(r, 0) > quota[r]]
-                short = [r for r in quota if used.get(r, 0) + want.get(r, 0) > quota[r]]
-                if over:
-                    r = over[0]
-                    self._pending(wl, "ExceedsMaxQuota",
-                                  f"couldn't assign flavors to pod set {wl['spec']['podSets'][-1]['name']}: insufficient "
-                                  f"quota for {r} in flavor {FLAVOR}, request > maximum capacity ({cq.quota[r]})")  # fmt: skip
-                elif not short:
-                    self._admit(wl, cq)
-                    used = total([used, want])
-                else:
-                    if not self._preempt(wl, admitted, quota, used, want):
-                        r = short[0]
-                        self._pending(wl, "WaitingForQuota",
-                                      f"couldn't assign flavors to pod set {wl['spec']['podSets'][-1]['name']}: insufficient "
-                                      f"unused quota for {r} in flavor {FLAVOR}")  # fmt: skip
-
-    def _pending(self, wl: JsonObj, reason: str, message: str) -> None:
-        status = copy.deepcopy(wl.get("status") or {})
-        if set_condition(
-            status.setdefault("conditions", []),
-            "QuotaReserved",
-            "False",
-            reason,
-            message,
-            self.now(),
-        ):
-            write_status(self.cluster, self.rtype(WORKLOAD_API, "Workload"), wl, status)
-
-    def _admit(self, wl: JsonObj, cq: ClusterQueue) -> None:
-        status = copy.deepcopy(wl.get("status") or {})
-        conds = status.setdefault("conditions", [])
-        now = self.now()
-        status["admission"] = {
-            "clusterQueue": cq.name,
-            "podSetAssignments": [
-                {
-                    "name": p["name"],
-                    "count": p.get("count", 1),
-                    "flavors": dict.fromkeys(cq.quota, FLAVOR),
-                }
-                for p in wl["spec"]["podSets"]
-            ],
-        }
-        set_condition(
-            conds,
-            "QuotaReserved",
-            "True",
-            "QuotaReserved",
-            f"Quota reserved in ClusterQueue {cq.name}",
-            now,
-        )
-        set_condition(conds, "Admitted", "True", "Admitted", "The workload is admitted", now)
-        for ctype in ("Evicted", "Preempted"):
-            old = condition(conds, ctype)
-            if old is not None and old.get("status") == "True":
-                set_condition(
-                    conds,
-                    ctype,
-                    "False",
-                    "QuotaReserved",
-                    f"Previously: {old.get('message', '')}",
-                    now,
-                )
-        status.pop("requeueState", None)
-        write_status(self.cluster, self.rtype(WORKLOAD_API, "Workload"), wl, status)
-
-    def _preempt(
-        self,
-        wl: JsonObj,
-        admitted: list[JsonObj],
-        quota: dict[str, int],
-        used: dict[str, int],
-        want: dict[str, int],
-    ) -> bool:
-        priority = int(wl["spec"].get("priority", 0))
-        victims = sorted(
-            (
-                w
-                for w in admitted
-                if int(w["spec"].get("priority", 0)) < priority and not is_true(w, "Evicted")
-            ),
-            key=lambda w: (int(w["spec"].get("priority", 0)), w["metadata"]["creationTimestamp"]),
-            reverse=False,
-        )
-        freed: list[JsonObj] = []
-        left = dict(used)
-        for victim in victims:
-            if all(left.get(r, 0) + want.get(r, 0) <= quota[r] for r in quota):
-                break
-            freed.append(victim)
-            for r, v in requests_of(victim).items():
-                left[r] = left.get(r, 0) - v
-        if not freed or not all(left.get(r, 0) + want.get(r, 0) <= quota[r] for r in quota):
-            return False
-        job_uid = wl["metadata"]["labels"].get(JOB_UID, "")
-        message = (
-            f"Preempted to accommodate a workload (UID: {wl['metadata']['uid']}, JobUID: {job_uid}) "
-            "due to prioritization in the ClusterQueue"
-        )
-        for victim in freed:
-            status = copy.deepcopy(victim.get("status") or {})
-            conds = status.setdefault("conditions", [])
-            set_condition(conds, "Evicted", "True", "Preempted", message, self.now())
-            set_condition(conds, "Preempted", "True", "InClusterQueue", message, self.now())
-            write_status(self.cluster, self.rtype(WORKLOAD_API, "Workload"), victim, status)
-        self._pending(
-            wl, "WaitingForPreemptedWorkloads", "waiting for preempted workloads to release quota"
-        )
-        return True

@@ -4,12 +4,20 @@ the scenario's cluster-event timeline.
 * :meth:`NodeLifecycle.not_ready`: ``Ready=Unknown`` (``NodeStatusUnknown``, "Kubelet stopped
   posting node status."), taints ``node.kubernetes.io/unreachable`` NoSchedule + NoExecute; its
   pods get ``Ready=False`` and a ``NodeNotReady`` event; its kubelet stops (pods freeze).
-* Taint manager: a pod on a node with an untolerated NoExecute taint is, after its
-  ``tolerationSeconds`` (default 300, as DefaultTolerationSeconds adds), marked
-  ``DisruptionTarget=True/DeletionByTaintManager`` ("Taint manager: deleting due to NoExecute
-  taint"), gets event ``TaintManagerEviction`` and is deleted (it stays Terminating: no kubelet).
-* PodGC: a pod bound to a node that no longer exists gets ``DisruptionTarget=True/
-  DeletionByPodGC`` and phase Failed (unless it had finished already), and is force-deleted.
+* Taint manager (``pkg/controller/tainteviction``): a pod on a node with a ``NoExecute`` taint
+  it does not tolerate is evicted at once; one it tolerates with ``tolerationSeconds`` (every
+  pod has 300 s for ``not-ready`` and ``unreachable``: the API server's DefaultTolerationSeconds
+  adds them) is evicted that long after the taint was added; one tolerated without
+  ``tolerationSeconds`` stays. Eviction: ``DisruptionTarget=True/DeletionByTaintManager``
+  ("Taint manager: deleting due to NoExecute taint"), event ``TaintManagerEviction``, deletion
+  (the pod stays Terminating: no kubelet).
+* PodGC (``pkg/controller/podgc/gc_controller.go``): every 20 s (``gcCheckPeriod``) it looks
+  for pods bound to a node that does not exist and puts that node in quarantine for 40 s
+  (``quarantineTime``); at the first pass after the quarantine, if the node is still missing,
+  each of its pods gets ``DisruptionTarget=True/DeletionByPodGC`` ("PodGC: node no longer
+  exists") and phase Failed (unless it had finished), then is force-deleted. So a deleted
+  node's pods go 40 to 60 emulated seconds after the node. Terminating pods never bound to a
+  node are marked Failed and force-deleted at each pass.
 * Timeline actions (:meth:`NodeLifecycle.apply`): ``nodeNotReady``, ``nodeReady``,
   ``deleteNode``, ``addNode``, ``preemptPod`` (scheduler preemption), ``evictPod`` (Eviction
   API), ``pressureEvictPod`` (the kubelet's node-pressure eviction), ``drainNode`` (``kubectl
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 from typing import Any
 
 from dispatch.testing.k8s.controllers.base import (
@@ -44,8 +53,10 @@ from dispatch.testing.k8s.selectors import LabelSelector
 from dispatch.testing.k8s.watch import Change
 
 JsonObj = dict[str, Any]
+log = logging.getLogger(__name__)
 UNREACHABLE = "node.kubernetes.io/unreachable"
-DEFAULT_TOLERATION = 300.0
+GC_CHECK_PERIOD = 20.0  # emulated seconds between PodGC passes
+QUARANTINE = 40.0  # emulated seconds a missing node waits before its pods are collected
 
 
 class NodeLifecycle(Reconciler):
@@ -68,10 +79,12 @@ class NodeLifecycle(Reconciler):
     async def run(self, cluster: Any) -> None:
         self._cluster = cluster
         timeline = asyncio.ensure_future(self._timeline())
+        pod_gc = asyncio.ensure_future(self._pod_gc_loop())
         try:
             await super().run(cluster)
         finally:
             timeline.cancel()
+            pod_gc.cancel()
 
     async def _timeline(self) -> None:
         start = self.now()
@@ -163,8 +176,7 @@ class NodeLifecycle(Reconciler):
         try:
             node = self.cluster.store.get(self.rtype("v1", "Node"), None, name)
         except ApiError:
-            self._pod_gc(name)
-            return None
+            return None  # PodGC's periodic pass collects its pods
         later: float | None = None
         now = self.now()
         for taint in (node.get("spec") or {}).get("taints") or []:
@@ -172,9 +184,10 @@ class NodeLifecycle(Reconciler):
                 continue
             added = parse_rfc3339(taint.get("timeAdded") or rfc3339(now))
             for pod in self._on_node(name):
-                if pod["metadata"].get("deletionTimestamp") or tolerates(pod, taint):
+                seconds = _toleration_seconds(pod, taint)
+                if pod["metadata"].get("deletionTimestamp") or seconds is None:
                     continue
-                due = added + _toleration_seconds(pod, taint)
+                due = added + seconds
                 if now >= due:
                     self._evict(pod)
                 else:
@@ -191,21 +204,71 @@ class NodeLifecycle(Reconciler):
                      f"Marking for deletion Pod {m['namespace']}/{m['name']}", "taint-eviction-controller")  # fmt: skip
         self.cluster.store.delete(self.rtype("v1", "Pod"), m["namespace"], m["name"])
 
-    def _pod_gc(self, node: str) -> None:
+    # ------------------------------------------------------------------ PodGC
+
+    async def _pod_gc_loop(self) -> None:
+        quarantine: dict[str, float] = {}  # missing node -> when its quarantine ends
+        while True:
+            self.pod_gc_pass(quarantine)
+            await self.cluster.clock.sleep(GC_CHECK_PERIOD)
+
+    def pod_gc_pass(self, quarantine: dict[str, float]) -> None:
+        """One PodGC pass: quarantine the missing nodes of bound pods, collect the pods of
+        those still missing after their quarantine, and the unbound Terminating pods."""
+        now = self.now()
+        nodes = {
+            n["metadata"]["name"] for n in self.cluster.store.objects(self.rtype("v1", "Node"))
+        }
+        pods = [copy.deepcopy(p) for p in self.cluster.store.objects(self.rtype("v1", "Pod"))]
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and node not in nodes:
+                quarantine.setdefault(node, now + QUARANTINE)  # an earlier end is kept
+        gone = set()
+        for node, until in list(quarantine.items()):
+            if until <= now:
+                del quarantine[node]
+                if node not in nodes:
+                    gone.add(node)
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            try:
+                if node in gone:
+                    self._collect(pod, ("DeletionByPodGC", "PodGC: node no longer exists"))
+                elif not node and pod["metadata"].get("deletionTimestamp"):
+                    self._collect(pod, None)
+            except ApiError as exc:  # gone or changed meanwhile: as PodGC, go on with the rest
+                log.info("pod GC: %s", exc)
+
+    def _collect(self, pod: JsonObj, reason: tuple[str, str] | None) -> None:
+        """``markFailedAndDeletePodWithCondition``: the condition (if any), phase Failed
+        unless finished, then deletion with grace 0."""
         pod_type = self.rtype("v1", "Pod")
-        for pod in self._on_node(node):
-            status = copy.deepcopy(pod.get("status") or {})
-            if status.get("phase") not in ("Succeeded", "Failed"):
-                set_condition(status.setdefault("conditions", []), "DisruptionTarget", "True", "DeletionByPodGC",
-                              "PodGC: node no longer exists", self.now())  # fmt: skip
-                status["phase"] = "Failed"
-                write_status(self.cluster, pod_type, pod, status)
-            m = pod["metadata"]
-            self.cluster.store.delete(pod_type, m["namespace"], m["name"], grace_period_seconds=0)
+        status = copy.deepcopy(pod.get("status") or {})
+        if reason is not None:
+            set_condition(status.setdefault("conditions", []), "DisruptionTarget", "True",
+                          reason[0], reason[1], self.now())  # fmt: skip
+        if status.get("phase") not in ("Succeeded", "Failed"):
+            status["phase"] = "Failed"
+        if status != (pod.get("status") or {}):
+            write_status(self.cluster, pod_type, pod, status)
+        m = pod["metadata"]
+        self.cluster.store.delete(pod_type, m["namespace"], m["name"], grace_period_seconds=0)
 
 
-def _toleration_seconds(pod: JsonObj, taint: JsonObj) -> float:
-    for t in (pod.get("spec") or {}).get("tolerations") or []:
-        if t.get("key") == taint.get("key") and t.get("tolerationSeconds") is not None:
-            return float(t["tolerationSeconds"])
-    return DEFAULT_TOLERATION
+def _toleration_seconds(pod: JsonObj, taint: JsonObj) -> float | None:
+    """Seconds until the taint manager evicts ``pod`` for ``taint``: 0 when no toleration
+    matches; else those of the first that does (``GetMatchingTolerations``), 0 at least, or
+    None when it has no ``tolerationSeconds`` (tolerated for ever)."""
+    first = next(
+        (
+            t
+            for t in (pod.get("spec") or {}).get("tolerations") or []
+            if tolerates({"spec": {"tolerations": [t]}}, taint)
+        ),
+        None,
+    )
+    if first is None:
+        return 0.0
+    seconds = first.get("tolerationSeconds")
+    return None if seconds is None else max(0.0, float(seconds))

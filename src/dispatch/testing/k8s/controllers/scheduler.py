@@ -110,14 +110,21 @@ class Scheduler(Reconciler):
         write_status(self.cluster, self.rtype("v1", "Pod"), pod, status)
 
     def bind(self, pod: JsonObj, node: str, component: str = "default-scheduler") -> None:
-        """Bind ``pod`` to ``node`` (``PodScheduled=True``, a ``Scheduled`` event)."""
+        """Bind ``pod`` to ``node`` (``PodScheduled=True``, a ``Scheduled`` event) through
+        the ``binding`` subresource, as kube-scheduler does: a pod's spec is otherwise
+        immutable (:func:`~dispatch.testing.k8s.workloads.pod_update_errors`)."""
         key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
         pod_type = self.rtype("v1", "Pod")
         status = copy.deepcopy(pod.get("status") or {})
         conds = status.setdefault("conditions", [])
         now = self.now()
+        # the pods/binding subresource: the one write that may set spec.nodeName
         bound = self.cluster.store.update(
-            pod_type, key[0], key[1], {**pod, "spec": {**pod["spec"], "nodeName": node}}
+            pod_type,
+            key[0],
+            key[1],
+            {**pod, "spec": {**pod["spec"], "nodeName": node}},
+            subresource="binding",
         )
         set_condition(conds, "PodScheduled", "True", "", "", now)
         for c in conds:
