@@ -6,14 +6,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 
-.PHONY: demo test setup setup-demo setup-slurm lint unit dist clean
+.PHONY: demo test setup setup-demo setup-slurm setup-postgres lint unit dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
 setup: $(BIN)/python
-	$(PIP) install --quiet -c constraints.txt -e '.[dev,kubeflow,torch]'
+	$(PIP) install --quiet -c constraints.txt -e '.[dev,kubeflow,torch,postgres]'
 
 # PyTorch for the demo: the CPU build from PyTorch's CPU index where that answers within a few
 # seconds (TORCH_CPU_INDEX= skips the check), else from pip's configured indexes; pip's own
@@ -43,7 +43,11 @@ lint: setup
 setup-slurm:
 	scripts/install-slurm.sh
 
-unit: setup setup-slurm
+# The records tests start a real PostgreSQL server (Debian's package, as an unprivileged user).
+setup-postgres:
+	scripts/install-postgres.sh
+
+unit: setup setup-slurm setup-postgres
 	$(BIN)/pytest -q
 
 test: lint unit

@@ -362,6 +362,34 @@ def _emulator(found: dict[str, Any]) -> list[str]:
     )
 
 
+def _team(found: dict[str, Any]) -> list[str]:
+    lines = _head("Team supervision on PostgreSQL (emulator, 3 supervisors)", found)
+    if "reliability" not in found:
+        return lines
+    r = found["reliability"]
+    lines += [
+        f"`dispatch supervise` x 3 over one PostgreSQL database, {r['jobs']} jobs of the scale "
+        f"mix, {r['kills']} supervisors SIGKILLed (each replaced), PostgreSQL restarted "
+        f"{r['postgresRestarts']} times (`pg_ctl restart -m fast`); lease TTL "
+        f"{r['leaseTtl']:g} s, poll interval {r['pollInterval']:g} s (`bench/team.py`).",
+        "",
+    ]
+    lines += _table(
+        ["jobs", "ended in s", "lost", "duplicated", "wrong state or cause", "TrainJobs",
+         "jobs taken over", "takeover p50 s", "p99 s", "max s", "supervisors that died on their own"],
+        [[r["jobs"], r["seconds"], r["lost"], r["duplicated"], r["wrong"], r["trainJobs"],
+          r["takeovers"], r["takeoverP50"], r["takeoverP99"], r["takeoverMax"],
+          len(r["supervisorsDiedOnTheirOwn"])]],
+    )  # fmt: skip
+    lines += ["Records throughput (one process, memory scheduler, N open jobs):", ""]
+    lines += _table(
+        ["store", "jobs", "submissions/s", "seconds per supervisor pass", "job ticks/s"],
+        [[t["store"], t["jobs"], t["submissionsPerSecond"], t["passSeconds"],
+          t["jobTicksPerSecond"]] for t in found["throughput"]],
+    )  # fmt: skip
+    return lines
+
+
 def _dumps(found: dict[str, Any]) -> list[str]:
     lines = _head("`dispatch diagnose` on large dumps", found)
     lines += [
@@ -382,6 +410,7 @@ SECTIONS = {
     "reliability": _reliability,
     "sim": _sim,
     "emulator": _emulator,
+    "team": _team,
 }
 
 

@@ -14,7 +14,8 @@ both again with longer jobs at ``--scale-longer``), ``causes`` (cause accuracy o
 tests/dumps), ``dumps`` (``dispatch diagnose`` time and memory on 5 and 50 MB dumps), ``local`` (local scheduler against torchrun --standalone; needs torch),
 ``slurm`` (Slurm adapter against sbatch + squeue; needs Slurm and root), ``reliability``
 (simulator, emulator faults, fuzzing), ``sim`` (simulator throughput), ``emulator``
-(emulator throughput). A benchmark whose requirement is missing is recorded as skipped,
+(emulator throughput), ``team`` (3 supervisors over PostgreSQL with kills and database
+restarts, and the records' throughput on PostgreSQL and SQLite; needs PostgreSQL). A benchmark whose requirement is missing is recorded as skipped,
 with the reason.
 """
 
@@ -35,7 +36,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 from bench import machine, report
 
 ROOT = Path(__file__).resolve().parents[1]
-ALL = ("scale", "causes", "dumps", "local", "slurm", "reliability", "sim", "emulator")
+ALL = ("scale", "causes", "dumps", "local", "slurm", "reliability", "sim", "emulator", "team")
 
 #: sizes: (quick, default)
 SIZES: dict[str, tuple[Any, Any]] = {
@@ -58,6 +59,9 @@ SIZES: dict[str, tuple[Any, Any]] = {
     "fuzzTextCases": (200, 10_000),
     "emulatorJobs": (50, 1000),
     "dumpMiB": ([5], [5, 50]),
+    #: team supervision on PostgreSQL: (jobs, supervisor kills, PostgreSQL restarts)
+    "teamRun": ((40, 2, 1), (500, 6, 2)),
+    "teamThroughputJobs": (100, 500),
 }
 
 
@@ -172,6 +176,22 @@ def run_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
             "seconds": round(seconds, 1),
             "jobsPerSecond": round(jobs / seconds, 1),
         }
+    if name == "team":
+        from bench import team
+        from dispatch.testing.postgres import PostgresUnavailable, find_bin_dir
+
+        try:
+            find_bin_dir()
+        except PostgresUnavailable as exc:
+            return {"skipped": str(exc)}
+        jobs, kills, restarts = size(args, "teamRun")
+        return {
+            "reliability": team.reliability(
+                jobs, kills, restarts, lifetime=40.0, scale=10.0, lease_ttl=10.0, poll=2.0,
+                deadline=900.0,
+            ),
+            "throughput": team.throughput(size(args, "teamThroughputJobs")),
+        }  # fmt: skip
     raise ValueError(name)
 
 

@@ -3,7 +3,8 @@
 Lookup order: an explicit path (``--config``), else ``$DISPATCH_CONFIG``, else
 ``<user config dir>/dispatch/config.yaml``; a missing default file means "only ``local``".
 State (the records database, logs) lives under ``$DISPATCH_STATE_DIR``, else the user's
-state directory.
+state directory; the records may instead be a team's PostgreSQL database (``records:`` in the
+configuration, or ``$DISPATCH_RECORDS``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dispatch.model import ConfigError, yaml12
 from dispatch.model.shown import clip, listed, show
 
 LOCAL = "local"
+SUPERVISION = ("local", "remote")
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -42,9 +44,18 @@ class ClusterConfig:
     name: str
     adapter: str
     settings: Mapping[str, Any] = field(default_factory=dict)
+    #: who drives this cluster's jobs: ``local`` (a background supervisor that ``submit``
+    #: starts on the submitting machine) or ``remote`` (supervisors that run elsewhere, e.g. in
+    #: the cluster, over the team's shared records; ``submit`` starts none)
+    supervision: str = "local"
 
     def setting(self, key: str, default: Any = None) -> Any:
         return self.settings.get(key, default)
+
+    @property
+    def supervised_here(self) -> bool:
+        """Whether the submitting machine supervises this cluster's jobs."""
+        return self.supervision == "local"
 
     def number(self, key: str, default: float, *, minimum: float = 0.0) -> float:
         """A numeric setting (seconds, counts): ``ConfigError`` naming the cluster and the key
@@ -72,6 +83,9 @@ class ClusterConfig:
 class Config:
     clusters: Mapping[str, ClusterConfig]
     source: Path | None = None
+    #: where the records are (``records:``): a ``postgresql://`` URL shared by a team, or a
+    #: SQLite file; None for the default file in the state directory
+    records: str | None = None
 
     def cluster(self, name: str) -> ClusterConfig:
         try:
@@ -105,6 +119,16 @@ def state_dir(environ: Mapping[str, str] | None = None) -> Path:
     return Path(user_state_dir("dispatch"))
 
 
+def records_location(config: Config, state: Path, environ: Mapping[str, str] | None = None) -> str:
+    """Where the records are: ``$DISPATCH_RECORDS``, else the configuration's ``records:``,
+    else the SQLite file in the state directory ``state``."""
+    env = os.environ if environ is None else environ
+    chosen = env.get("DISPATCH_RECORDS") or config.records
+    if chosen:
+        return chosen if "://" in chosen else str(Path(chosen).expanduser())
+    return str(state / "records.sqlite3")
+
+
 def parse_config(data: Any, *, source: Path | None = None) -> Config:
     where = f"{source}: " if source else ""
     clusters: dict[str, ClusterConfig] = {LOCAL: ClusterConfig(name=LOCAL, adapter=LOCAL)}
@@ -112,10 +136,17 @@ def parse_config(data: Any, *, source: Path | None = None) -> Config:
         return Config(clusters=clusters, source=source)
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}the configuration must be a mapping with a `clusters:` list")
-    unknown = sorted(show(k) for k in data if k != "clusters")
+    unknown = sorted(show(k) for k in data if k not in ("clusters", "records"))
     if unknown:
         names = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5:,} more" if unknown[5:] else "")
-        raise ConfigError(f"{where}unknown top-level key(s) {names}; only `clusters` is read")
+        raise ConfigError(
+            f"{where}unknown top-level key(s) {names}; only `clusters` and `records` are read"
+        )
+    records = data.get("records")
+    if records is not None and (not isinstance(records, str) or not records.strip()):
+        raise ConfigError(
+            f"{where}`records` must be a postgresql:// URL or a file path (got {show(records)})"
+        )
     entries = data.get("clusters") or []
     if not isinstance(entries, list):
         raise ConfigError(f"{where}`clusters` must be a list of clusters")
@@ -137,11 +168,27 @@ def parse_config(data: Any, *, source: Path | None = None) -> Config:
         if name in clusters and name != LOCAL:
             problems.append(f"clusters[{index}]: the name {name!r} is used twice")
             continue
-        settings = {k: v for k, v in entry.items() if k not in ("name", "adapter")}
-        clusters[name] = ClusterConfig(name=name, adapter=adapter, settings=settings)
+        supervision = entry.get("supervision", "local")
+        if supervision not in SUPERVISION:
+            problems.append(
+                f"clusters[{index}] ({name}): supervision is {show(supervision)}; "
+                "write local (a supervisor on the submitting machine) or remote (supervisors "
+                "running elsewhere over shared records)"
+            )
+            continue
+        if supervision == "remote" and adapter == LOCAL:
+            problems.append(
+                f"clusters[{index}] ({name}): a local cluster runs processes on the submitting "
+                "machine, so its supervision is local"
+            )
+            continue
+        settings = {k: v for k, v in entry.items() if k not in ("name", "adapter", "supervision")}
+        clusters[name] = ClusterConfig(
+            name=name, adapter=adapter, settings=settings, supervision=supervision
+        )
     if problems:
         raise ConfigError(where + listed(problems))
-    return Config(clusters=clusters, source=source)
+    return Config(clusters=clusters, source=source, records=records)
 
 
 def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
-from dispatch.adapters.memory import Fault, SimulatedCrash
-from dispatch.model import Cause, State
+from dispatch.adapters.memory import Fault, MemoryAdapter, SimulatedCrash
+from dispatch.clock import CountingIds
+from dispatch.model import AttemptHandle, Cause, Job, RecordsUnavailable, State
+from dispatch.records import JobRecord, Lease, SqliteRecords
 from dispatch.supervise import DecisionKind
 from dispatch.supervise.report import JobReport
 from tests.supervise.world import World, run
@@ -263,3 +266,71 @@ def test_a_long_pass_ticks_a_job_again_for_each_new_observation(world: World) ->
     first, second, third = ticks[0], ticks[2], ticks[4]
     assert {first, second, third} == set(jobs)
     assert ticks == [first, first, second, first, third]  # once per observation, not per pass
+
+
+class _PausingRecords(SqliteRecords):
+    """A store where ``pauser`` stalls right after renewing its lease, once armed, for longer
+    than the TTL, while ``heir`` takes the job over (a GC pause or a slow disk between a
+    supervisor's renewal and its write)."""
+
+    def __init__(self, world: World, pauser: str, heir: str) -> None:
+        super().__init__(":memory:", clock=world.clock, ids=CountingIds())
+        self.world, self.pauser, self.heir = world, pauser, heir
+        self.armed = False
+
+    def acquire_lease(self, job_id: str, owner: str, ttl: float) -> Lease | None:
+        lease = super().acquire_lease(job_id, owner, ttl)
+        if self.armed and owner == self.pauser and lease is not None:
+            self.armed = False
+            self.world.clock.advance(ttl + 1)
+            assert super().acquire_lease(job_id, self.heir, ttl) is not None
+        return lease
+
+
+def test_a_write_after_the_lease_was_taken_over_is_refused_and_the_heir_adopts() -> None:
+    world = World()
+    store = _PausingRecords(world, "paused", "heir")
+    world.store = store
+    job = world.submit("succeeded@20")
+    original_start = MemoryAdapter.start
+
+    async def start_then_arm(adapter: MemoryAdapter, job: Job, attempt: int) -> AttemptHandle:
+        handle = await original_start(adapter, job, attempt)
+        store.armed = True  # the renewal after start is followed by the pause
+        return handle
+
+    paused = world.supervisor("paused")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(MemoryAdapter, "start", start_then_arm)
+        report = run(paused.step())
+    assert "paused's lease on" in report.jobs[0].note and "heir holds it" in report.jobs[0].note
+    [attempt] = world.store.attempts(job)
+    assert attempt.handle is None  # the late write did not land
+    assert {d["owner"] for d in world.decisions(job)} <= {"heir"}
+    run(world.supervisor("heir").drive(job))
+    assert world.store.get_job(job).state is State.SUCCEEDED
+    assert world.scheduler.creations == {(job, 1): 1}  # adopted, not started again
+
+
+class _RestartingRecords(SqliteRecords):
+    """The records' database goes away for the first ``outages`` reads of the open jobs (a
+    PostgreSQL server restarting under the supervisor)."""
+
+    def __init__(self, world: World, outages: int) -> None:
+        super().__init__(":memory:", clock=world.clock, ids=CountingIds())
+        self.outages = outages
+
+    def list_jobs(self, **options: Any) -> list[JobRecord]:
+        if self.outages:
+            self.outages -= 1
+            raise RecordsUnavailable("the records did not answer: server restarting")
+        return super().list_jobs(**options)
+
+
+def test_run_rides_out_records_that_stop_answering_for_a_while() -> None:
+    world = World()
+    world.store = _RestartingRecords(world, outages=3)
+    job = world.submit("succeeded@20")
+    run(world.supervisor().run(asyncio.Event(), until_idle=True))
+    assert world.store.get_job(job).state is State.SUCCEEDED
+    assert world.scheduler.creations == {(job, 1): 1}

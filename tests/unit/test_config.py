@@ -84,3 +84,30 @@ def test_bad_configurations(data: object, needle: str) -> None:
 
 def test_state_dir_honours_the_environment(tmp_path: Path) -> None:
     assert state_dir({"DISPATCH_STATE_DIR": str(tmp_path)}) == tmp_path
+
+
+def test_records_location_env_then_config_then_state_dir(tmp_path: Path) -> None:
+    from dispatch.config import records_location
+
+    config = parse_config({"records": "postgresql://team@db.example/records"})
+    plain = parse_config({"clusters": []})
+    state = tmp_path / "state"
+    assert records_location(plain, state, {}) == str(state / "records.sqlite3")
+    assert records_location(config, state, {}) == "postgresql://team@db.example/records"
+    chosen = {"DISPATCH_RECORDS": "postgresql://me@other/db"}
+    assert records_location(config, state, chosen) == "postgresql://me@other/db"
+    with pytest.raises(ConfigError, match="`records` must be a postgresql:// URL or a file path"):
+        parse_config({"records": 3})
+
+
+def test_supervision_is_local_or_remote_and_never_reaches_the_adapter() -> None:
+    config = parse_config(
+        {"clusters": [{"name": "prod", "adapter": "kubeflow", "supervision": "remote"}]}
+    )
+    prod = config.cluster("prod")
+    assert (prod.supervision, prod.supervised_here, dict(prod.settings)) == ("remote", False, {})
+    assert config.cluster(LOCAL).supervised_here
+    with pytest.raises(ConfigError, match="supervision is 'elsewhere'; write local"):
+        parse_config({"clusters": [{"name": "a", "adapter": "slurm", "supervision": "elsewhere"}]})
+    with pytest.raises(ConfigError, match="its supervision is local"):
+        parse_config({"clusters": [{"name": "b", "adapter": "local", "supervision": "remote"}]})

@@ -62,14 +62,19 @@ async def supervise_until_idle(env: Environment) -> None:
     """Drive every open job of ``env`` until none is left, then return."""
     records = env.open_records()
     owner = f"{socket.gethostname()}-{os.getpid()}-background"
-    supervisor = Supervisor(records, env.adapter, env.clock, owner, poll_interval=POLL_INTERVAL)
+    here = [c.name for c in env.config.clusters.values() if c.supervised_here]
+    supervisor = Supervisor(
+        records, env.adapter, env.clock, owner, poll_interval=POLL_INTERVAL, clusters=here
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
 
     def idle() -> bool:
         return all(
-            fold(load_history(records, r.id)).held for r in records.list_jobs(open_only=True)
+            fold(load_history(records, r.id)).held
+            for r in records.list_jobs(open_only=True)
+            if r.job.cluster in here
         )
 
     async def stop_when_only_held_jobs_remain() -> None:

@@ -36,7 +36,7 @@ from dispatch.model import (
     resolve_working_dir,
 )
 from dispatch.model.environ import capture_environment
-from dispatch.records import SqliteRecords
+from dispatch.records import Records
 from dispatch.supervise import Supervisor
 
 #: the id ``plan`` shows for a job that has not been submitted yet
@@ -84,10 +84,10 @@ class AsyncClient:
     def __init__(self, env: Environment | None = None, *, background: bool = True) -> None:
         self.env = env or Environment.load()
         self.background = background
-        self._records: SqliteRecords | None = None
+        self._records: Records | None = None
 
     @property
-    def records(self) -> SqliteRecords:
+    def records(self) -> Records:
         if self._records is None:
             self._records = self.env.open_records()
         return self._records
@@ -147,7 +147,9 @@ class AsyncClient:
             )
         secrets = capture_secrets(spec, os.environ)
         (await self.capabilities(spec)).raise_if_refused()
-        job = self.records.create_job(spec, held_by=held_by, environment=environment)
+        job = self.records.create_job(
+            spec, held_by=held_by, environment=environment, submitted_by=default_actor()
+        )
         self.env.secrets.keep(job.id, secrets)
         return job
 
@@ -165,7 +167,10 @@ class AsyncClient:
         ``ConfigError`` for an unknown cluster.
         """
         job = await self._accept(spec, spec_file, held_by=default_actor() if hold else None)
-        if self.background and not hold:  # a held job needs no supervisor until its release
+        cluster = self.env.config.cluster(job.cluster)
+        # a held job needs no supervisor until its release; a remote-supervised cluster's jobs
+        # are driven by the team's supervisors, from the shared records
+        if self.background and not hold and cluster.supervised_here:
             ensure_supervisor(self.env)
         return await self.get(job.id)
 

@@ -13,8 +13,8 @@ from dispatch.adapters.base import Adapter, AdapterContext
 from dispatch.adapters.registry import open_adapter
 from dispatch.adapters.secrets import SecretStore
 from dispatch.clock import Clock, IdGenerator, RandomIds, SystemClock
-from dispatch.config import Config, load_config, state_dir
-from dispatch.records import SqliteRecords, database_path
+from dispatch.config import Config, load_config, records_location, state_dir
+from dispatch.records import Records, open_records
 
 
 @dataclass
@@ -44,8 +44,14 @@ class Environment:
             ids=ids or RandomIds(),
         )
 
-    def open_records(self) -> SqliteRecords:
-        return SqliteRecords(database_path(self.state_dir), clock=self.clock, ids=self.ids)
+    @property
+    def records_location(self) -> str:
+        """``$DISPATCH_RECORDS``, the configuration's ``records:``, or the state directory's
+        SQLite file."""
+        return records_location(self.config, self.state_dir)
+
+    def open_records(self) -> Records:
+        return open_records(self.records_location, clock=self.clock, ids=self.ids)
 
     def adapter_context(self, cluster: str) -> AdapterContext:
         return AdapterContext(

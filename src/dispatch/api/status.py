@@ -67,6 +67,7 @@ class JobStatus:
     attempts: tuple[AttemptStatus, ...] = ()
     decision: Mapping[str, Any] | None = None
     cancel_requested_by: str | None = None
+    submitted_by: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -90,6 +91,7 @@ class JobStatus:
             attempts=tuple(AttemptStatus.of(a, evidence.get(a.attempt, ())) for a in attempts),
             decision=last_decision(log),
             cancel_requested_by=record.cancel.actor if record.cancel else None,
+            submitted_by=record.submitted_by,
         )
 
     @property
@@ -140,6 +142,7 @@ class JobStatus:
             "evidence": [e.to_json() for e in self.evidence],
             "attempts": [a.to_json() for a in self.attempts],
             "decision": dict(self.decision) if self.decision else None,
+            "submittedBy": self.submitted_by,
             "cancelRequestedBy": self.cancel_requested_by,
             "createdAt": self.created_at,
             "updatedAt": self.updated_at,

@@ -320,7 +320,8 @@ def _describe_message(path: str, kind: str, name: str, namespace: str) -> str:
 
 
 def _kubeflow_connection(settings: Settings, cluster: str, namespace: str | None) -> Any:
-    from dispatch.adapters.kubeflow.api.client import Connection, context_namespace, kubeconfig_path
+    from dispatch.adapters.kubeflow.api.client import Connection
+    from dispatch.adapters.kubeflow.api.credentials import default_namespace, locate
     from dispatch.adapters.kubeflow.planning.settings import parse_settings
     from dispatch.model import ConfigError
 
@@ -330,9 +331,9 @@ def _kubeflow_connection(settings: Settings, cluster: str, namespace: str | None
             f"cluster {cluster} uses the {config.adapter} adapter; diagnose reads Kubeflow clusters"
         )
     parsed = parse_settings(config)
-    path = kubeconfig_path(parsed.kubeconfig)
-    ns = namespace or parsed.namespace or context_namespace(path, parsed.context) or "default"
-    return Connection(path, parsed.context), ns
+    source = locate(parsed.kubeconfig, parsed.context)
+    ns = namespace or parsed.namespace or default_namespace(source, parsed.context) or "default"
+    return Connection(source, parsed.context), ns
 
 
 def _live(

@@ -159,6 +159,14 @@ def _print_batch(report: BatchReport, first: int) -> None:
     show_default=True,
     help="Worker processes (results do not depend on it).",
 )
+@click.option(
+    "--records",
+    metavar="URL",
+    envvar="DISPATCH_SIM_RECORDS",
+    help="A PostgreSQL server (postgresql://user@host/db, a user who may create databases): "
+    "each seed's records are a new database there, dropped after the run. Default: SQLite "
+    "in memory.",
+)
 @click.option("--seed", type=int, help="Run (replay) this one seed only.")
 @click.option("--stop-at", type=click.IntRange(min=0), help="With --seed: stop at this step.")
 @click.option(
@@ -178,6 +186,7 @@ def command(
     no_faults: bool,
     broken: str | None,
     workers: int,
+    records: str | None,
     seed: int | None,
     stop_at: int | None,
     dump_dir: Path | None,
@@ -195,6 +204,7 @@ def command(
         quiet_steps=quiet_steps,
         faults=not no_faults,
         broken=broken,
+        records=records,
     )
     if seed is not None:
         ok = _replay(seed, config, stop_at, dump_dir, output)

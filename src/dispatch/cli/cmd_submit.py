@@ -23,7 +23,9 @@ from dispatch.model import load_spec
 @report_errors
 def command(settings: Settings, spec_file: str, hold: bool, output: str) -> None:
     """Submit a job and return at once; a background supervisor drives it to its end, even
-    after this terminal is closed. Follow it with `dispatch status` and `dispatch logs -f`.
+    after this terminal is closed (on a cluster with `supervision: remote`, the team's
+    supervisors do, and none starts here). Follow it with `dispatch status` and
+    `dispatch logs -f`.
 
     With --hold the job is recorded `held` and nothing is created on the cluster until
     `dispatch release JOB` (its first attempt then starts); `dispatch cancel JOB` ends it
@@ -41,9 +43,11 @@ def command(settings: Settings, spec_file: str, hold: bool, output: str) -> None
     if hold:
         click.echo(status.summary, err=True)  # "held at submission by ...; release with ..."
         return
+    remote = not settings.config.cluster(status.cluster).supervised_here
+    by = " (supervised remotely: this machine may go away)" if remote else ""
     click.echo(
         click.style(
-            f"submitted to {status.cluster}; follow with: dispatch status {status.id}  |  "
+            f"submitted to {status.cluster}{by}; follow with: dispatch status {status.id}  |  "
             f"dispatch logs -f {status.id}",
             dim=True,
         ),

@@ -15,8 +15,8 @@ from dispatch.adapters.base import Adapter, AdapterContext
 from dispatch.adapters.registry import open_adapter
 from dispatch.cli.common import Settings, emit_json, output_option, report_errors
 from dispatch.clock import SystemClock
-from dispatch.config import state_dir
-from dispatch.records import SqliteRecords, database_path
+from dispatch.config import records_location, state_dir
+from dispatch.records import open_records
 from dispatch.supervise import StepReport, Supervisor
 
 
@@ -78,6 +78,12 @@ async def _supervise(supervisor: Supervisor, until_idle: bool, output: str) -> l
 @click.option("--owner", help="This supervisor's name in leases (default: host-pid).")
 @click.option("--poll-interval", type=float, default=5.0, show_default=True, help="Seconds.")
 @click.option("--lease-ttl", type=float, default=30.0, show_default=True, help="Seconds.")
+@click.option(
+    "--cluster",
+    "clusters",
+    multiple=True,
+    help="Drive only this cluster's jobs (repeatable; default: every cluster's).",
+)
 @output_option
 @click.pass_obj
 @report_errors
@@ -88,6 +94,7 @@ def command(
     owner: str | None,
     poll_interval: float,
     lease_ttl: float,
+    clusters: tuple[str, ...],
     output: str,
 ) -> None:
     """Run the supervisor: drive every open job until it ends, crash-safely.
@@ -97,9 +104,11 @@ def command(
     restart (open intents are reconciled first).
     """
     config = settings.config
+    for cluster in clusters:
+        config.cluster(cluster)  # an unknown name is refused before anything runs
     state = state_dir()
     clock = SystemClock()
-    records = SqliteRecords(database_path(state), clock=clock)
+    records = open_records(records_location(config, state), clock=clock)
 
     def adapters(cluster: str) -> Adapter:
         context = AdapterContext(state_dir=state / "clusters" / cluster, clock=clock)
@@ -107,7 +116,13 @@ def command(
 
     name = owner or default_owner()
     supervisor = Supervisor(
-        records, adapters, clock, name, lease_ttl=lease_ttl, poll_interval=poll_interval
+        records,
+        adapters,
+        clock,
+        name,
+        lease_ttl=lease_ttl,
+        poll_interval=poll_interval,
+        clusters=clusters or None,
     )
     try:
         if once:

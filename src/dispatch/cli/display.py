@@ -43,6 +43,12 @@ def status_lines(status: JobStatus, *, evidence_limit: int = 8) -> list[str]:
     ]
     if status.summary:
         lines.append(f"summary   {status.summary}")
+    people = [
+        f"submitted by {status.submitted_by}" if status.submitted_by else "",
+        f"cancel asked by {status.cancel_requested_by}" if status.cancel_requested_by else "",
+    ]
+    if any(people):
+        lines.append("who       " + "; ".join(p for p in people if p))
     failure = status.first_failure
     if failure is not None:
         parts = [

@@ -136,6 +136,12 @@ class SchedulerUnavailable(TransientError, ConnectionError):
     """The scheduler could not be reached or answered with a temporary failure."""
 
 
+class RecordsUnavailable(TransientError):
+    """The records' database could not be reached or dropped the connection (a server
+    restarting, a network blip). A write in progress may or may not have landed, as with
+    ``OutcomeUnknown``: read again before acting."""
+
+
 class LeaseLost(TransientError):
     """Another supervisor holds the job's lease; this one must stop acting on the job."""
 

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+from dispatch.clock import Clock, IdGenerator
+from dispatch.model import ConfigError
 from dispatch.records.base import (
     AttemptRecord,
     CancelRequest,
@@ -18,6 +20,24 @@ from dispatch.records.base import (
 from dispatch.records.sqlite import SchemaTooNew, SqliteRecords
 
 DATABASE_NAME = "records.sqlite3"
+
+
+def open_records(
+    location: str | Path, *, clock: Clock | None = None, ids: IdGenerator | None = None
+) -> Records:
+    """The records at ``location``: a ``postgresql://`` URL (a team's shared database; needs
+    the ``postgres`` extra) or a SQLite file path (the default, one user's)."""
+    text = str(location)
+    if text.startswith(("postgresql://", "postgres://")):
+        try:
+            from dispatch.records.postgres import PostgresRecords
+        except ImportError as exc:
+            raise ConfigError(
+                f"the records are in PostgreSQL but its driver is not installed ({exc}): "
+                "pip install 'dispatch-train[postgres]'"
+            ) from None
+        return PostgresRecords(text, clock=clock, ids=ids)
+    return SqliteRecords(location, clock=clock, ids=ids)
 
 
 def database_path(state_dir: Path) -> Path:
@@ -40,5 +60,6 @@ __all__ = [
     "SchemaTooNew",
     "SqliteRecords",
     "database_path",
+    "open_records",
     "submission_hold_summary",
 ]

@@ -13,7 +13,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from dispatch.model import AttemptHandle, Cause, Evidence, Job, JobSpec, Outcome, State
+from dispatch.model import (
+    AttemptHandle,
+    Cause,
+    Evidence,
+    Job,
+    JobSpec,
+    LeaseLost,
+    Outcome,
+    State,
+)
 
 
 class LogKind(StrEnum):
@@ -61,6 +70,7 @@ class JobRecord:
     updated_at: float
     cancel: CancelRequest | None = None
     release_count: int = 0
+    submitted_by: str | None = None  # who submitted it (None for jobs recorded before 0.2)
 
     @property
     def id(self) -> str:
@@ -116,8 +126,34 @@ class Lease:
     epoch: int  # increases each time the lease changes hands: a fencing token
 
 
+def check_fence(fence: Lease, holder: tuple[str, int] | None) -> None:
+    """Raise ``LeaseLost`` unless the job's lease (``holder``: its owner and epoch, None when
+    no lease is recorded) is still ``fence``'s."""
+    if holder == (fence.owner, fence.epoch):
+        return
+    now = f"{holder[0]} holds it (epoch {holder[1]})" if holder is not None else "nobody holds it"
+    raise LeaseLost(
+        f"{fence.owner}'s lease on {fence.job_id} (epoch {fence.epoch}) was lost: {now}; "
+        "the write was refused"
+    )
+
+
 class Records(Protocol):
-    """The store's contract. Times come from the store's injected clock."""
+    """The store's contract. Times come from the store's injected clock.
+
+    Fencing: every write a supervisor makes for a job names the lease it holds (``fence``).
+    The store checks, in the write's own transaction, that the job's lease still has that
+    owner and epoch, and raises ``LeaseLost`` without writing anything otherwise: a
+    supervisor that lost its lease (paused past the TTL while another took the job over)
+    cannot land a late write. A taking-over ``acquire_lease`` waits for a fenced write in
+    progress, so a write is either before the takeover or refused. Writes without a fence
+    (a person's cancel, release or submission) are not checked.
+    """
+
+    #: where the records are, as messages name them (a file path, or a URL without password)
+    path: str
+    #: job ids whose rows ``list_jobs`` could not read and skipped, with why
+    unreadable: dict[str, str]
 
     # jobs
     def create_job(
@@ -126,9 +162,11 @@ class Records(Protocol):
         *,
         held_by: str | None = None,
         environment: Mapping[str, str] | None = None,
+        submitted_by: str | None = None,
     ) -> Job:
         """Accept a new job with a fresh id (from the injected id generator), state pending.
-        ``environment`` (captured from the submitter) is stored with it (``Job.environment``).
+        ``environment`` (captured from the submitter) is stored with it (``Job.environment``),
+        and ``submitted_by`` (who submitted it) on its record (``JobRecord.submitted_by``).
 
         With ``held_by`` (who asked) the job is accepted *held*, in the same transaction: state
         ``held``, summary ``submission_hold_summary(id, held_by)``, and a log entry
@@ -154,6 +192,7 @@ class Records(Protocol):
         summary: str = "",
         *,
         if_open: bool = False,
+        fence: Lease | None = None,
     ) -> bool:
         """Record the job's coarse status; True if it changed. With ``if_open`` a job already
         in a terminal state is left as it is (a terminal status is final for the supervisor).
@@ -169,14 +208,18 @@ class Records(Protocol):
         ...
 
     # attempts
-    def create_attempt(self, job_id: str, attempt: int) -> bool:
+    def create_attempt(self, job_id: str, attempt: int, *, fence: Lease | None = None) -> bool:
         """Claim attempt number ``attempt``; False if it already exists. Attempts are
         created in order: claiming n needs n-1 to exist (``ValueError`` otherwise)."""
         ...
 
-    def set_handle(self, job_id: str, attempt: int, handle: AttemptHandle) -> None: ...
+    def set_handle(
+        self, job_id: str, attempt: int, handle: AttemptHandle, *, fence: Lease | None = None
+    ) -> None: ...
 
-    def record_outcome(self, job_id: str, attempt: int, outcome: Outcome) -> None:
+    def record_outcome(
+        self, job_id: str, attempt: int, outcome: Outcome, *, fence: Lease | None = None
+    ) -> None:
         """The attempt's latest outcome. A terminal outcome is final: later calls are ignored."""
         ...
 
@@ -190,7 +233,14 @@ class Records(Protocol):
         ...
 
     # evidence (append only)
-    def add_evidence(self, job_id: str, attempt: int, evidence: Iterable[Evidence]) -> int:
+    def add_evidence(
+        self,
+        job_id: str,
+        attempt: int,
+        evidence: Iterable[Evidence],
+        *,
+        fence: Lease | None = None,
+    ) -> int:
         """Store facts not seen before (by key within the attempt); returns how many were new."""
         ...
 
@@ -199,7 +249,9 @@ class Records(Protocol):
         ...
 
     # history
-    def append_log(self, job_id: str, kind: str, data: Mapping[str, Any]) -> int: ...
+    def append_log(
+        self, job_id: str, kind: str, data: Mapping[str, Any], *, fence: Lease | None = None
+    ) -> int: ...
 
     def log(self, job_id: str) -> list[LogEntry]: ...
 
@@ -217,6 +269,7 @@ class Records(Protocol):
         *,
         attempt: int | None = None,
         data: Mapping[str, Any] | None = None,
+        fence: Lease | None = None,
     ) -> Intent: ...
 
     def close_intent(
@@ -225,6 +278,7 @@ class Records(Protocol):
         *,
         status: IntentStatus = IntentStatus.DONE,
         result: Mapping[str, Any] | None = None,
+        fence: Lease | None = None,
     ) -> None: ...
 
     def open_intents(self, job_id: str | None = None) -> list[Intent]: ...

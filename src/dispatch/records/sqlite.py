@@ -10,11 +10,10 @@ import contextlib
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from dispatch.clock import Clock, IdGenerator, RandomIds, SystemClock
 from dispatch.model import (
@@ -29,9 +28,9 @@ from dispatch.model import (
     State,
     StateError,
 )
+from dispatch.records import rows
 from dispatch.records.base import (
     AttemptRecord,
-    CancelRequest,
     Intent,
     IntentOperation,
     IntentStatus,
@@ -39,25 +38,18 @@ from dispatch.records.base import (
     Lease,
     LogEntry,
     LogKind,
+    check_fence,
     submission_hold_summary,
 )
 from dispatch.records.migrations import MIGRATIONS, SCHEMA_VERSION
+from dispatch.records.rows import RowReader, dump
 
 BUSY_TIMEOUT_MS = 30_000
-#: parsed rows kept per store and kind (immutable values; parsing a spec is most of the cost
-#: of reading a job)
-PARSED_CACHE_SIZE = 4096
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
 _TERMINAL = tuple(s.value for s in TERMINAL_STATES)
 
 
 class SchemaTooNew(RuntimeError):
     """The database was written by a newer dispatch."""
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 class SqliteRecords:
@@ -73,11 +65,7 @@ class SqliteRecords:
         self.path = str(path)
         self.clock = clock or SystemClock()
         self.ids = ids or RandomIds()
-        self._specs: dict[str, JobSpec] = {}
-        self._jobs: dict[tuple[Any, ...], JobRecord] = {}
-        self._handles: dict[str, AttemptHandle] = {}
-        self._outcomes: dict[str, Outcome] = {}
-        self._log_entries: dict[int, LogEntry] = {}
+        self._rows = RowReader()
         #: job ids whose rows could not be read (``list_jobs`` skips them), with why
         self.unreadable: dict[str, str] = {}
         try:
@@ -102,12 +90,20 @@ class SqliteRecords:
     # --- plumbing -------------------------------------------------------------------------
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, fence: Lease | None = None) -> Iterator[sqlite3.Connection]:
+        """One write transaction; with ``fence``, refused (``LeaseLost``) unless that lease
+        still holds its job (checked after ``BEGIN IMMEDIATE``: no other write can come
+        between the check and this one's commit)."""
         try:
             self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             raise unusable(self.path, exc) from None
         try:
+            if fence is not None:
+                row = self._db.execute(
+                    "SELECT owner, epoch FROM leases WHERE job_id = ?", (fence.job_id,)
+                ).fetchone()
+                check_fence(fence, (row["owner"], row["epoch"]) if row else None)
             yield self._db
         except BaseException as exc:
             with contextlib.suppress(sqlite3.Error):  # a full disk may have ended it already
@@ -150,6 +146,7 @@ class SqliteRecords:
         *,
         held_by: str | None = None,
         environment: Mapping[str, str] | None = None,
+        submitted_by: str | None = None,
     ) -> Job:
         now = self.clock.now()
         captured = dict(environment) if environment is not None else None
@@ -160,7 +157,7 @@ class SqliteRecords:
         with self._write() as db:
             db.execute(
                 "INSERT INTO jobs (id, name, cluster, spec, created_at, state, summary, updated_at,"
-                " environment) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " environment, submitted_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     job.id,
                     spec.name,
@@ -171,6 +168,7 @@ class SqliteRecords:
                     summary,
                     now,
                     json.dumps(captured) if captured is not None else None,
+                    submitted_by,
                 ),
             )
             if held_by is not None:
@@ -179,51 +177,8 @@ class SqliteRecords:
                 )
         return job
 
-    @staticmethod
-    def _cached(cache: dict[K, V], key: K, make: Callable[[], V]) -> V:
-        """Reading a job or attempt parses JSON and validates a spec each time: the values
-        are immutable, so each distinct row is parsed once (bounded caches)."""
-        value = cache.get(key)
-        if value is None:
-            if len(cache) >= PARSED_CACHE_SIZE:
-                cache.clear()
-            value = cache[key] = make()
-        return value
-
-    def _handle(self, text: str) -> AttemptHandle:
-        return self._cached(self._handles, text, lambda: AttemptHandle.from_json(json.loads(text)))
-
-    def _outcome(self, text: str) -> Outcome:
-        return self._cached(self._outcomes, text, lambda: Outcome.from_json(json.loads(text)))
-
     def _job_record(self, row: sqlite3.Row) -> JobRecord:
-        return self._cached(self._jobs, tuple(row), lambda: self._parse_job(row))
-
-    def _parse_job(self, row: sqlite3.Row) -> JobRecord:
-        spec = self._cached(
-            self._specs, row["spec"], lambda: JobSpec.model_validate_json(row["spec"])
-        )
-        cancel = (
-            CancelRequest(
-                actor=row["cancel_actor"], reason=row["cancel_reason"], at=row["cancel_at"]
-            )
-            if row["cancel_at"] is not None
-            else None
-        )
-        return JobRecord(
-            job=Job(
-                id=row["id"],
-                spec=spec,
-                created_at=row["created_at"],
-                environment=json.loads(row["environment"]) if row["environment"] else None,
-            ),
-            state=State(row["state"]),
-            cause=Cause(row["cause"]) if row["cause"] else None,
-            summary=row["summary"],
-            updated_at=row["updated_at"],
-            cancel=cancel,
-            release_count=row["release_count"],
-        )
+        return self._rows.job(row, tuple(row))
 
     def get_job(self, job_id: str) -> JobRecord:
         row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
@@ -268,6 +223,7 @@ class SqliteRecords:
         summary: str = "",
         *,
         if_open: bool = False,
+        fence: Lease | None = None,
     ) -> bool:
         query = "UPDATE jobs SET state = ?, cause = ?, summary = ?, updated_at = ? WHERE id = ?"
         params: list[Any] = [
@@ -280,7 +236,7 @@ class SqliteRecords:
         if if_open:
             query += f" AND state NOT IN ({', '.join('?' for _ in _TERMINAL)})"
             params.extend(_TERMINAL)
-        with self._write() as db:
+        with self._write(fence) as db:
             updated = db.execute(query, params).rowcount
             if (
                 not updated
@@ -320,10 +276,10 @@ class SqliteRecords:
 
     # --- attempts -------------------------------------------------------------------------
 
-    def create_attempt(self, job_id: str, attempt: int) -> bool:
+    def create_attempt(self, job_id: str, attempt: int, *, fence: Lease | None = None) -> bool:
         if attempt < 1:
             raise ValueError("attempts are numbered from 1")
-        with self._write() as db:
+        with self._write(fence) as db:
             last = db.execute(
                 "SELECT MAX(attempt) FROM attempts WHERE job_id = ?", (job_id,)
             ).fetchone()[0]
@@ -338,18 +294,22 @@ class SqliteRecords:
             )
         return True
 
-    def set_handle(self, job_id: str, attempt: int, handle: AttemptHandle) -> None:
-        with self._write() as db:
+    def set_handle(
+        self, job_id: str, attempt: int, handle: AttemptHandle, *, fence: Lease | None = None
+    ) -> None:
+        with self._write(fence) as db:
             changed = db.execute(
                 "UPDATE attempts SET handle = ? WHERE job_id = ? AND attempt = ?",
-                (_dump(handle.to_json()), job_id, attempt),
+                (dump(handle.to_json()), job_id, attempt),
             ).rowcount
         if not changed:
             raise NotFound(f"no attempt {attempt} of job {job_id!r}")
 
-    def record_outcome(self, job_id: str, attempt: int, outcome: Outcome) -> None:
+    def record_outcome(
+        self, job_id: str, attempt: int, outcome: Outcome, *, fence: Lease | None = None
+    ) -> None:
         now = self.clock.now()
-        with self._write() as db:
+        with self._write(fence) as db:
             row = db.execute(
                 "SELECT state FROM attempts WHERE job_id = ? AND attempt = ?", (job_id, attempt)
             ).fetchone()
@@ -361,7 +321,7 @@ class SqliteRecords:
                 "UPDATE attempts SET outcome = ?, state = ?, ended_at = ?"
                 " WHERE job_id = ? AND attempt = ?",
                 (
-                    _dump(outcome.to_json()),
+                    dump(outcome.to_json()),
                     outcome.state.value,
                     now if outcome.is_terminal else None,
                     job_id,
@@ -373,7 +333,7 @@ class SqliteRecords:
         rows = self._db.execute(
             "SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt", (job_id,)
         )
-        return self._attempt_records(rows)
+        return self._rows.attempts(rows)
 
     def live_attempts(self) -> list[AttemptRecord]:
         ended = ", ".join("?" for _ in _TERMINAL)
@@ -385,31 +345,25 @@ class SqliteRecords:
             " ORDER BY j.created_at DESC, j.id DESC",
             (*_TERMINAL, *_TERMINAL),
         )
-        return self._attempt_records(rows)
-
-    def _attempt_records(self, rows: Iterable[sqlite3.Row]) -> list[AttemptRecord]:
-        return [
-            AttemptRecord(
-                job_id=r["job_id"],
-                attempt=r["attempt"],
-                created_at=r["created_at"],
-                handle=self._handle(r["handle"]) if r["handle"] else None,
-                outcome=self._outcome(r["outcome"]) if r["outcome"] else None,
-                ended_at=r["ended_at"],
-            )
-            for r in rows
-        ]
+        return self._rows.attempts(rows)
 
     # --- evidence -------------------------------------------------------------------------
 
-    def add_evidence(self, job_id: str, attempt: int, evidence: Iterable[Evidence]) -> int:
+    def add_evidence(
+        self,
+        job_id: str,
+        attempt: int,
+        evidence: Iterable[Evidence],
+        *,
+        fence: Lease | None = None,
+    ) -> int:
         rows = [
-            (job_id, attempt, e.key, e.kind, e.observed_at, e.summary, _dump(dict(e.data)))
+            (job_id, attempt, e.key, e.kind, e.observed_at, e.summary, dump(dict(e.data)))
             for e in evidence
         ]
         if not rows:
             return 0
-        with self._write() as db:
+        with self._write(fence) as db:
             before = db.total_changes
             db.executemany(
                 "INSERT OR IGNORE INTO evidence"
@@ -425,16 +379,7 @@ class SqliteRecords:
         if attempt is not None:
             query += " AND attempt = ?"
             params.append(attempt)
-        return [
-            Evidence(
-                kind=r["kind"],
-                key=r["key"],
-                observed_at=r["observed_at"],
-                summary=r["summary"],
-                data=json.loads(r["data"]),
-            )
-            for r in self._db.execute(query + " ORDER BY seq", params)
-        ]
+        return [rows.evidence(r) for r in self._db.execute(query + " ORDER BY seq", params)]
 
     # --- history --------------------------------------------------------------------------
 
@@ -443,12 +388,14 @@ class SqliteRecords:
     ) -> int:
         cursor = db.execute(
             "INSERT INTO log (job_id, at, kind, data) VALUES (?, ?, ?, ?)",
-            (job_id, self.clock.now(), kind, _dump(dict(data))),
+            (job_id, self.clock.now(), kind, dump(dict(data))),
         )
         return int(cursor.lastrowid or 0)
 
-    def append_log(self, job_id: str, kind: str, data: Mapping[str, Any]) -> int:
-        with self._write() as db:
+    def append_log(
+        self, job_id: str, kind: str, data: Mapping[str, Any], *, fence: Lease | None = None
+    ) -> int:
+        with self._write(fence) as db:
             return self._append_log(db, job_id, kind, data)
 
     def logged_after(self, seq: int) -> tuple[set[str], int]:
@@ -457,18 +404,7 @@ class SqliteRecords:
 
     def log(self, job_id: str) -> list[LogEntry]:
         rows = self._db.execute("SELECT * FROM log WHERE job_id = ? ORDER BY seq", (job_id,))
-        return [self._cached(self._log_entries, r["seq"], partial(self._entry, r)) for r in rows]
-
-    @staticmethod
-    def _entry(row: sqlite3.Row) -> LogEntry:
-        """Log rows are append-only: an entry, once read, never changes."""
-        return LogEntry(
-            seq=row["seq"],
-            job_id=row["job_id"],
-            at=row["at"],
-            kind=row["kind"],
-            data=json.loads(row["data"]),
-        )
+        return [self._rows.log_entry(r) for r in rows]
 
     # --- intents --------------------------------------------------------------------------
 
@@ -480,14 +416,15 @@ class SqliteRecords:
         *,
         attempt: int | None = None,
         data: Mapping[str, Any] | None = None,
+        fence: Lease | None = None,
     ) -> Intent:
         now = self.clock.now()
         payload = dict(data or {})
-        with self._write() as db:
+        with self._write(fence) as db:
             cursor = db.execute(
                 "INSERT INTO intents (job_id, attempt, operation, owner, created_at, status, data)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (job_id, attempt, operation, owner, now, IntentStatus.OPEN.value, _dump(payload)),
+                (job_id, attempt, operation, owner, now, IntentStatus.OPEN.value, dump(payload)),
             )
         return Intent(
             id=int(cursor.lastrowid or 0),
@@ -506,16 +443,17 @@ class SqliteRecords:
         *,
         status: IntentStatus = IntentStatus.DONE,
         result: Mapping[str, Any] | None = None,
+        fence: Lease | None = None,
     ) -> None:
         if status is IntentStatus.OPEN:
             raise ValueError("closing an intent needs a final status")
-        with self._write() as db:
+        with self._write(fence) as db:
             db.execute(
                 "UPDATE intents SET status = ?, result = ?, closed_at = ?"
                 " WHERE id = ? AND status = ?",
                 (
                     status.value,
-                    _dump(dict(result or {})),
+                    dump(dict(result or {})),
                     self.clock.now(),
                     intent_id,
                     IntentStatus.OPEN.value,
@@ -528,21 +466,7 @@ class SqliteRecords:
         if job_id is not None:
             query += " AND job_id = ?"
             params.append(job_id)
-        return [
-            Intent(
-                id=r["id"],
-                job_id=r["job_id"],
-                attempt=r["attempt"],
-                operation=r["operation"],
-                owner=r["owner"],
-                created_at=r["created_at"],
-                status=IntentStatus(r["status"]),
-                data=json.loads(r["data"]),
-                result=json.loads(r["result"]) if r["result"] else None,
-                closed_at=r["closed_at"],
-            )
-            for r in self._db.execute(query + " ORDER BY id", params)
-        ]
+        return [rows.intent(r) for r in self._db.execute(query + " ORDER BY id", params)]
 
     # --- leases ---------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dispatch.model import AttemptHandle
-from dispatch.records import Intent, IntentOperation, IntentStatus
+from dispatch.records import Intent, IntentOperation, IntentStatus, Lease
 from dispatch.sim.store import SimRecords
 
 SKIP_INTENT = "skip-intent"
@@ -35,6 +35,7 @@ class SkipIntentRecords(SimRecords):
         *,
         attempt: int | None = None,
         data: Mapping[str, Any] | None = None,
+        fence: Lease | None = None,
     ) -> Intent:
         return Intent(
             id=-1,
@@ -53,21 +54,24 @@ class SkipIntentRecords(SimRecords):
         *,
         status: IntentStatus = IntentStatus.DONE,
         result: Mapping[str, Any] | None = None,
+        fence: Lease | None = None,
     ) -> None:
         if intent_id != -1:
-            super().close_intent(intent_id, status=status, result=result)
+            super().close_intent(intent_id, status=status, result=result, fence=fence)
 
 
 class StartBeforeClaimRecords(SimRecords):
     """``create_attempt`` only checks; the claim is written when the handle is recorded."""
 
-    def create_attempt(self, job_id: str, attempt: int) -> bool:
+    def create_attempt(self, job_id: str, attempt: int, *, fence: Lease | None = None) -> bool:
         claimed = {a.attempt for a in self.attempts(job_id)}
         return attempt not in claimed and (attempt == 1 or attempt - 1 in claimed)
 
-    def set_handle(self, job_id: str, attempt: int, handle: AttemptHandle) -> None:
-        super().create_attempt(job_id, attempt)
-        super().set_handle(job_id, attempt, handle)
+    def set_handle(
+        self, job_id: str, attempt: int, handle: AttemptHandle, *, fence: Lease | None = None
+    ) -> None:
+        super().create_attempt(job_id, attempt, fence=fence)
+        super().set_handle(job_id, attempt, handle, fence=fence)
 
 
 def records_class(mode: str | None) -> type[SimRecords]:

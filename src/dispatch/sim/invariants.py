@@ -16,7 +16,7 @@ from dispatch.clock import Clock
 from dispatch.model import Action, Cause, State
 from dispatch.records import LogKind
 from dispatch.sim.driver import Call
-from dispatch.sim.store import SimRecords
+from dispatch.sim.store import SimStore
 from dispatch.supervise import History, fold, load_history
 
 INF = math.inf
@@ -99,7 +99,7 @@ def budget_problems(history: History) -> list[str]:
 class Checker:
     """Checks the invariants after each step; remembers what it needs between steps."""
 
-    def __init__(self, store: SimRecords, scheduler: MemoryScheduler, clock: Clock) -> None:
+    def __init__(self, store: SimStore, scheduler: MemoryScheduler, clock: Clock) -> None:
         self.store = store
         self.scheduler = scheduler
         self.clock = clock

@@ -31,6 +31,7 @@ from dispatch.sim.driver import PAUSE, Actor, Call, park
 from dispatch.sim.gate import DUPLICATE, STALE, GatedAdapter
 from dispatch.sim.invariants import Checker, Violation
 from dispatch.sim.jobs import CLUSTER, job_spec
+from dispatch.sim.store import SimStore, postgres_store
 from dispatch.supervise import Supervisor
 
 SHAPES = ("slurm", "kubernetes")
@@ -61,6 +62,9 @@ class SimConfig:
     quiet_steps: int = QUIET_STEPS
     faults: bool = True
     broken: str | None = None
+    #: a PostgreSQL server (the URL of any database there): each seed's records are a new
+    #: database on it instead of SQLite in memory
+    records: str | None = None
     initial_jobs: tuple[int, int] = (2, 5)
     max_jobs: int = 12
 
@@ -73,6 +77,7 @@ class SimConfig:
             "quietSteps": self.quiet_steps,
             "faults": self.faults,
             "broken": self.broken,
+            "records": "postgresql" if self.records else "sqlite",
         }
 
 
@@ -119,7 +124,13 @@ class Simulation:
         count = rng.randint(*config.supervisors)
         self.result = SimResult(seed, shape, count)
         self.clock = ManualClock(start=START_TIME)
-        self.store = records_class(config.broken)(self.clock)
+        self.store: SimStore
+        if config.records is not None:
+            if config.broken is not None:
+                raise ValueError("the broken modes run on the in-memory SQLite store only")
+            self.store = postgres_store(config.records, self.clock)
+        else:
+            self.store = records_class(config.broken)(self.clock)
         self.scheduler = MemoryScheduler(clock=self.clock)
         settings: dict[str, Any] = {"shape": shape}
         if shape == "kubernetes":  # evidence and objects vanish, sometimes soon

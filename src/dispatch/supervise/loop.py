@@ -2,7 +2,9 @@
 
 Guarantees (see docs/design/0002-supervisor.md):
 
-* a job is acted on only under its lease (renewed before and after every adapter call);
+* a job is acted on only under its lease (renewed before and after every adapter call), and
+  every write for it names that lease (``fence``): the store refuses a write once another
+  supervisor took the lease over, however late the write comes;
 * ``start`` and ``cancel`` are called only while an open intent for them is in the store, and
   attempt numbers are claimed in the store (``create_attempt``) before ``start``;
 * after a crash at any point, reconciling the open intents either completes the operation
@@ -29,11 +31,12 @@ from dispatch.model import (
     LeaseLost,
     Outcome,
     PermanentError,
+    RecordsUnavailable,
     State,
     TransientError,
     Unsupported,
 )
-from dispatch.records import Intent, IntentOperation, IntentStatus, Lease, Records
+from dispatch.records import Intent, IntentOperation, IntentStatus, JobRecord, Lease, Records
 from dispatch.supervise.decide import Decision, DecisionKind, next_decision
 from dispatch.supervise.recording import (
     log_decision,
@@ -50,6 +53,8 @@ MAX_DECISIONS_PER_TICK = 4
 _QUIET = (DecisionKind.WAIT, DecisionKind.NOTHING)
 #: seconds between refreshes of the watched attempts while a long pass of ``run`` goes on
 FOLLOW_EVERY = 1.0
+#: seconds before ``run`` tries again after the records did not answer
+RECORDS_RETRY = 1.0
 
 log = logger(__name__)
 
@@ -70,8 +75,12 @@ class Supervisor:
         *,
         lease_ttl: float = 30.0,
         poll_interval: float = 5.0,
+        clusters: Collection[str] | None = None,
     ) -> None:
         self.records = records
+        #: the clusters whose jobs this supervisor drives (None: every cluster's); a team's
+        #: shared records hold jobs that supervisors elsewhere drive
+        self.clusters = frozenset(clusters) if clusters is not None else None
         self.clock = clock
         self.owner = owner
         self.lease_ttl = lease_ttl
@@ -87,6 +96,7 @@ class Supervisor:
         self._retry: set[str] = set()
         self._log_seq = 0
         self._followed_at: float | None = None
+        self._held: dict[str, Lease] = {}  # the lease last acquired per job: writes' fence
 
     def adapter(self, cluster: str) -> Adapter:
         if cluster not in self._adapters:
@@ -96,7 +106,19 @@ class Supervisor:
     # --- leases ---------------------------------------------------------------------------
 
     def _lease(self, job_id: str) -> Lease | None:
-        return self.records.acquire_lease(job_id, self.owner, self.lease_ttl)
+        lease = self.records.acquire_lease(job_id, self.owner, self.lease_ttl)
+        if lease is None:
+            self._held.pop(job_id, None)
+        else:
+            self._held[job_id] = lease
+        return lease
+
+    def _fence(self, job_id: str) -> Lease:
+        """The lease this supervisor's writes for ``job_id`` are fenced by."""
+        lease = self._held.get(job_id)
+        if lease is None:
+            raise LeaseLost(f"{self.owner} holds no lease on {job_id}")
+        return lease
 
     def _renew(self, job_id: str) -> Lease:
         lease = self._lease(job_id)
@@ -111,6 +133,10 @@ class Supervisor:
         """Reconcile every open intent in the store whose job this supervisor can lease."""
         notes: list[str] = []
         for job_id in sorted({i.job_id for i in self.records.open_intents()}):
+            if self.clusters is not None and self.records.get_job(job_id).job.cluster not in (
+                self.clusters
+            ):
+                continue
             if self._lease(job_id) is None:
                 notes.append(f"{job_id}: leased by another supervisor, not reconciled")
                 continue
@@ -128,9 +154,13 @@ class Supervisor:
         where = f"{intent.job_id}: open {intent.operation} intent #{intent.id}"
         attempts = {a.attempt: a for a in self.records.attempts(intent.job_id)}
         claimed = attempts.get(intent.attempt) if intent.attempt is not None else None
+        fence = self._fence(intent.job_id)
         if intent.operation == IntentOperation.START and claimed is None:
             self.records.close_intent(
-                intent.id, status=IntentStatus.ROLLED_BACK, result={"reason": "never claimed"}
+                intent.id,
+                status=IntentStatus.ROLLED_BACK,
+                result={"reason": "never claimed"},
+                fence=fence,
             )
             return f"{where}: attempt {intent.attempt} was never claimed; rolled back"
         if (
@@ -139,13 +169,15 @@ class Supervisor:
             and claimed.handle is None
         ):
             if claimed.outcome is not None and claimed.outcome.is_terminal:
-                self.records.close_intent(intent.id, result={"reason": "attempt already ended"})
+                self.records.close_intent(
+                    intent.id, result={"reason": "attempt already ended"}, fence=fence
+                )
                 return f"{where}: attempt {claimed.attempt} already ended; closed"
             job = self.records.get_job(intent.job_id).job
             await self._start(job, claimed.attempt, intent)
             return f"{where}: start re-issued; attempt {claimed.attempt} adopted"
         # a start whose handle was recorded, or a cancel: the effect is re-observed next tick
-        self.records.close_intent(intent.id, result={"reconciled": True})
+        self.records.close_intent(intent.id, result={"reconciled": True}, fence=fence)
         return f"{where}: closed; the attempt will be re-observed"
 
     # --- one pass -------------------------------------------------------------------------
@@ -160,7 +192,7 @@ class Supervisor:
         ``FOLLOW_EVERY`` s) and the jobs a stream reported on are ticked at once, again for
         each new observation."""
         reconciled = [] if self._reconciled else await self.reconcile()
-        records = self.records.list_jobs(open_only=True)
+        records = self._open_jobs()
         new = {r.id for r in records} - self._known
         self._known = {r.id for r in records}
         self._waits = {j: until for j, until in self._waits.items() if j in self._known}
@@ -228,25 +260,29 @@ class Supervisor:
         if kind is DecisionKind.CANCEL and view.attempt and view.attempt.handle:
             await self._cancel(job, view, decision, view.attempt.handle)
             return True
+        fence = self._fence(job.id)
         if kind is DecisionKind.HOLD:
-            log_decision(self.records, self.owner, job.id, decision, attempt=view.attempt_number)
+            log_decision(self.records, fence, decision, attempt=view.attempt_number)
             cause = view.attempt.cause if view.attempt else None
-            self.records.set_job_status(job.id, State.HELD, cause, decision.reason, if_open=True)
+            self.records.set_job_status(
+                job.id, State.HELD, cause, decision.reason, if_open=True, fence=fence
+            )
             return False
         if kind is DecisionKind.FINISH and decision.state is not None:
-            log_decision(self.records, self.owner, job.id, decision, attempt=view.attempt_number)
+            log_decision(self.records, fence, decision, attempt=view.attempt_number)
             self.records.set_job_status(
-                job.id, decision.state, decision.cause, decision.reason, if_open=True
+                job.id, decision.state, decision.cause, decision.reason, if_open=True, fence=fence
             )
             self.records.release_lease(job.id, self.owner)
+            self._held.pop(job.id, None)
             return False
         if kind is DecisionKind.WAIT:
-            log_decision_once(self.records, self.owner, job.id, decision)
-            self.records.set_job_status(job.id, State.PENDING, None, decision.reason, if_open=True)
-        elif kind is DecisionKind.NOTHING and view.held:
-            log_decision_once(
-                self.records, self.owner, job.id, decision, attempt=view.attempt_number
+            log_decision_once(self.records, fence, decision)
+            self.records.set_job_status(
+                job.id, State.PENDING, None, decision.reason, if_open=True, fence=fence
             )
+        elif kind is DecisionKind.NOTHING and view.held:
+            log_decision_once(self.records, fence, decision, attempt=view.attempt_number)
         return False
 
     # --- the operations -------------------------------------------------------------------
@@ -269,30 +305,37 @@ class Supervisor:
                 self.owner,
                 attempt=attempt,
                 data={"epoch": lease.epoch},
+                fence=lease,
             )
-            if claim and not self.records.create_attempt(job.id, attempt):
+            if claim and not self.records.create_attempt(job.id, attempt, fence=lease):
                 self.records.close_intent(
-                    intent.id, status=IntentStatus.ROLLED_BACK, result={"reason": "claimed"}
+                    intent.id,
+                    status=IntentStatus.ROLLED_BACK,
+                    result={"reason": "claimed"},
+                    fence=lease,
                 )
                 raise LeaseLost(f"attempt {attempt} of {job.id} was claimed by another supervisor")
         self._renew(job.id)
         try:
             handle = await adapter.start(job, attempt)
         except (Unsupported, PermanentError) as exc:
-            self._renew(job.id)
-            record_refusal(self.records, job.id, attempt, exc, self.clock.now())
-            self.records.close_intent(intent.id, result={"refused": str(exc)})
+            fence = self._renew(job.id)
+            record_refusal(self.records, fence, attempt, exc, self.clock.now())
+            self.records.close_intent(intent.id, result={"refused": str(exc)}, fence=fence)
             return
-        self._renew(job.id)
-        self.records.set_handle(job.id, attempt, handle)
+        fence = self._renew(job.id)
+        self.records.set_handle(job.id, attempt, handle, fence=fence)
         self.records.record_outcome(
-            job.id, attempt, Outcome(state=State.QUEUED, summary="handed to the scheduler")
+            job.id,
+            attempt,
+            Outcome(state=State.QUEUED, summary="handed to the scheduler"),
+            fence=fence,
         )
         if decision is not None:
-            log_decision(self.records, self.owner, job.id, decision)
+            log_decision(self.records, fence, decision)
         summary = decision.reason if decision else f"attempt {attempt} adopted"
-        self.records.set_job_status(job.id, State.QUEUED, None, summary, if_open=True)
-        self.records.close_intent(intent.id, result={"handle": handle.to_json()})
+        self.records.set_job_status(job.id, State.QUEUED, None, summary, if_open=True, fence=fence)
+        self.records.close_intent(intent.id, result={"handle": handle.to_json()}, fence=fence)
 
     def _seed(self, job: Job, attempt: int, handle: AttemptHandle) -> None:
         """Once per attempt and process: hand the recorded evidence back to an adapter that
@@ -312,22 +355,20 @@ class Supervisor:
             if self.watcher.covers(handle):
                 return False  # the watch stream will say when something changes
             observation = await self.adapter(job.cluster).observe(handle)
-        self._renew(job.id)
-        return record_observation(self.records, job.id, attempt, observation)
+        return record_observation(self.records, self._renew(job.id), attempt, observation)
 
     async def _cancel(
         self, job: Job, view: JobView, decision: Decision, handle: AttemptHandle
     ) -> None:
         attempt = handle.attempt
-        self._renew(job.id)
         intent = self.records.open_intent(
-            job.id, IntentOperation.CANCEL, self.owner, attempt=attempt
+            job.id, IntentOperation.CANCEL, self.owner, attempt=attempt, fence=self._renew(job.id)
         )
         actor = view.cancel.actor if view.cancel else f"dispatch supervisor {self.owner}"
         reason = view.cancel.reason if view.cancel else decision.reason
         await self.adapter(job.cluster).cancel(handle, actor, reason)
-        self._renew(job.id)
-        log_decision(self.records, self.owner, job.id, decision)
+        fence = self._renew(job.id)
+        log_decision(self.records, fence, decision)
         if decision.cause is Cause.UNPLANNED_RECOVERY:
             seen = view.attempt.outcome if view.attempt else None  # what showed the re-run
             outcome = Outcome(
@@ -337,8 +378,8 @@ class Supervisor:
                 first_failure=seen.first_failure if seen else None,
                 evidence=seen.evidence if seen else (),
             )
-            self.records.record_outcome(job.id, attempt, outcome)
-        self.records.close_intent(intent.id, result={"actor": actor})
+            self.records.record_outcome(job.id, attempt, outcome, fence=fence)
+        self.records.close_intent(intent.id, result={"actor": actor}, fence=fence)
 
     # --- long-lived modes -----------------------------------------------------------------
 
@@ -381,13 +422,19 @@ class Supervisor:
                 full = now - full_at >= self.poll_interval
                 if full:
                     full_at = now
-                report = await self._pass(None if full else self._due(now), watched=True)
-                self._remember(report)
-                if on_step is not None:
-                    on_step(report)
-                if until_idle and not self.records.list_jobs(open_only=True):
-                    return
-                self._follow()
+                try:
+                    report = await self._pass(None if full else self._due(now), watched=True)
+                    self._remember(report)
+                    if on_step is not None:
+                        on_step(report)
+                    if until_idle and not self._open_jobs():
+                        return
+                    self._follow()
+                except RecordsUnavailable as exc:  # e.g. the database restarting: next pass
+                    log.warning("%s: %s; trying again in %g s", self.owner, exc, RECORDS_RETRY)
+                    full_at = -math.inf  # a full pass next: what happened meanwhile is re-read
+                    await self._pause(stop, RECORDS_RETRY)
+                    continue
                 now = self.clock.now()
                 waits = [until for until in self._waits.values() if until > now]
                 await self._pause(stop, min([full_at + self.poll_interval, *waits]) - now)
@@ -420,7 +467,18 @@ class Supervisor:
         self._followed_at = self.clock.now()
 
     def _live_handles(self) -> list[AttemptHandle]:
-        return [a.handle for a in self.records.live_attempts() if a.handle is not None]
+        return [
+            a.handle
+            for a in self.records.live_attempts()
+            if a.handle is not None and (self.clusters is None or a.handle.cluster in self.clusters)
+        ]
+
+    def _open_jobs(self) -> list[JobRecord]:
+        """The open jobs of the clusters this supervisor drives."""
+        found = self.records.list_jobs(open_only=True)
+        if self.clusters is None:
+            return found
+        return [r for r in found if r.job.cluster in self.clusters]
 
     async def _pause(self, stop: asyncio.Event, seconds: float) -> None:
         await first_of(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -20,6 +21,7 @@ import yaml
 
 from dispatch.adapters.base import Adapter, AdapterContext
 from dispatch.adapters.kubeflow import KubeflowAdapter
+from dispatch.adapters.kubeflow.api.permissions import rbac_objects
 from dispatch.clock import CountingIds
 from dispatch.config import ClusterConfig as DispatchCluster
 from dispatch.model import Cause, State, parse_spec
@@ -63,6 +65,38 @@ def kueue(cpu: str = "4") -> KueueConfig:
     )
 
 
+#: set (to anything) to run every e2e test as deploy/'s supervisor: dispatch's clients use a
+#: ServiceAccount token that the emulator's RBAC limits to the Role and ClusterRole generated
+#: from the probe's permission list (as ``deploy/`` installs them)
+AS_SERVICE_ACCOUNT = "DISPATCH_E2E_SERVICE_ACCOUNT"
+SUPERVISOR = "dispatch-supervisor"
+
+
+def as_supervisor_account(emulator: Emulator, path: Path) -> Path:
+    """Install deploy/'s ServiceAccount, Role, ClusterRole and bindings in the test namespace;
+    a kubeconfig authenticating with the ServiceAccount's token, written at ``path``."""
+    emulator.create(
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": SUPERVISOR, "namespace": NAMESPACE}}
+    )  # fmt: skip
+    subject = {"kind": "ServiceAccount", "name": SUPERVISOR, "namespace": NAMESPACE}
+    for role in rbac_objects(SUPERVISOR):
+        if role["kind"] == "Role":
+            role["metadata"]["namespace"] = NAMESPACE
+        emulator.create(role)
+        binding_kind = "RoleBinding" if role["kind"] == "Role" else "ClusterRoleBinding"
+        binding: dict[str, Any] = {
+            "apiVersion": role["apiVersion"],
+            "kind": binding_kind,
+            "metadata": {**role["metadata"]},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role["kind"],
+                        "name": SUPERVISOR},
+            "subjects": [subject],
+        }  # fmt: skip
+        emulator.create(binding)
+    return emulator.service_account_kubeconfig(path, NAMESPACE, SUPERVISOR)
+
+
 class World:
     """The emulator, the store and adapter settings; ``close()`` stops the emulator."""
 
@@ -103,8 +137,11 @@ class World:
         self.records = SqliteRecords(
             database_path(self.records_dir), clock=self.clock, ids=CountingIds()
         )
+        kubeconfig = self.emulator.kubeconfig
+        if os.environ.get(AS_SERVICE_ACCOUNT):
+            kubeconfig = as_supervisor_account(self.emulator, tmp / "supervisor-kubeconfig")
         self.settings = {
-            "kubeconfig": str(self.emulator.kubeconfig),
+            "kubeconfig": str(kubeconfig),
             "namespace": NAMESPACE,
             **settings,
         }

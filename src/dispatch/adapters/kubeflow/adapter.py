@@ -40,18 +40,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from dispatch.adapters.base import AdapterContext
 from dispatch.adapters.kubeflow.api import submit
-from dispatch.adapters.kubeflow.api.client import (
-    RUNTIMES,
-    TRAINJOBS,
-    Connection,
-    Session,
-    context_namespace,
-    kubeconfig_path,
-)
+from dispatch.adapters.kubeflow.api.client import RUNTIMES, TRAINJOBS, Connection, Session
+from dispatch.adapters.kubeflow.api.credentials import SERVICE_ACCOUNT, default_namespace, locate
 from dispatch.adapters.kubeflow.api.errors import ApiRejected, Conflict
 from dispatch.adapters.kubeflow.api.probe import ClusterFacts, answers, probe, refusals
 from dispatch.adapters.kubeflow.api.secret import with_secret_values
@@ -116,13 +111,18 @@ class KubeflowAdapter:
         request_timeout: float | None = None,
         sleep: Sleep = asyncio.sleep,
         settle: float = DEFAULT_SETTLE,
+        service_account: Path = SERVICE_ACCOUNT,
     ) -> None:
+        """``service_account``: where a pod's service account files are, used inside a pod
+        when the cluster names no kubeconfig (``api/credentials.py``)."""
         self.cluster = cluster
         self.context = context
         self.settings = parse_settings(cluster)
-        path = kubeconfig_path(self.settings.kubeconfig)
+        source = locate(
+            self.settings.kubeconfig, self.settings.context, service_account=service_account
+        )
         timeout = {} if request_timeout is None else {"request_timeout": request_timeout}
-        self.connection = Connection(path, self.settings.context, **timeout)
+        self.connection = Connection(source, self.settings.context, **timeout)
         self._resolved: KubeflowSettings | None = None
         self._facts: ClusterFacts | None = None
         self._probed_at: float | None = None
@@ -147,14 +147,12 @@ class KubeflowAdapter:
 
     def resolved_settings(self) -> KubeflowSettings:
         """The settings with the namespace resolved: configured, else the kubeconfig
-        context's, else ``default``. Raises ``ConfigError`` for an unreadable kubeconfig."""
+        context's (or in a pod the service account's), else ``default``. Raises
+        ``ConfigError`` for an unreadable kubeconfig."""
         if self._resolved is None:
-            namespace = self.settings.namespace
-            if namespace is None:
-                path = self.connection.kubeconfig
-                namespace = (
-                    context_namespace(path, self.settings.context) if path.is_file() else None
-                )
+            namespace = self.settings.namespace or default_namespace(
+                self.connection.source, self.settings.context
+            )
             self._resolved = replace(self.settings, namespace=namespace or "default")
         return self._resolved
 

@@ -1,6 +1,7 @@
 """The adapter's only door to the Kubernetes API: raw JSON objects over ``kubernetes_asyncio``.
 
-``Connection`` resolves a cluster's kubeconfig, context and namespace once; ``session()``
+``Connection`` loads a cluster's credentials once (a kubeconfig and context, or a pod's service
+account: ``api/credentials.py`` says which); ``session()``
 gives the one ``ApiClient`` of the running event loop (made on first use, then reused: its
 SSL context and pooled connections are built once, not per call; a client is never shared
 across loops). That client is closed by ``Connection.aclose`` or, at the latest, when its loop
@@ -13,7 +14,6 @@ lossless, so typed models are not used for Trainer objects). Every failure leave
 from __future__ import annotations
 
 import asyncio
-import os
 import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config.config_exception import ConfigException
 
+from dispatch.adapters.kubeflow.api.credentials import InCluster
+from dispatch.adapters.kubeflow.api.credentials import context_namespace as context_namespace
+from dispatch.adapters.kubeflow.api.credentials import kubeconfig_path as kubeconfig_path
 from dispatch.adapters.kubeflow.api.errors import API_FAILURES, translate
 from dispatch.aio import stop
 from dispatch.model import ConfigError, NotFound, TransientError
@@ -70,70 +72,48 @@ CLUSTER_TRAINING_RUNTIMES = Resource(
 RUNTIMES = {r.kind: r for r in (TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES)}
 
 
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:  # a name too long, a loop of links: not a file that can be read
-        return False
-
-
 def _shown(path: Path) -> str:
     text = str(path)
     return text if len(text) <= 200 else f"{text[:120]}...{text[-40:]} ({len(text):,} characters)"
 
 
-def kubeconfig_path(configured: str | None, environ: Mapping[str, str] | None = None) -> Path:
-    """The kubeconfig file to read, as kubectl finds it: the configured path, else the first
-    existing file of ``$KUBECONFIG``, else ``~/.kube/config``. (kubectl merges every file of
-    ``$KUBECONFIG``; dispatch reads one.)"""
-    env = os.environ if environ is None else environ
-    if configured:
-        return Path(configured).expanduser()
-    listed = [Path(p).expanduser() for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
-    existing = [p for p in listed if _is_file(p)]
-    if existing:
-        return existing[0]
-    if listed:
-        return listed[0]
-    return Path("~/.kube/config").expanduser()
-
-
-def context_namespace(path: Path, context: str | None) -> str | None:
-    """The namespace the kubeconfig's context (the named one, else the current one) sets.
-
-    Raises ``ConfigError`` when the file cannot be read or has no such context."""
+async def _load_kubeconfig(
+    path: Path, context: str | None, configuration: client.Configuration
+) -> None:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        path.stat()
     except OSError as exc:
-        raise ConfigError(f"cannot read kubeconfig {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"kubeconfig {path} is not valid YAML: {exc}") from None
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"kubeconfig {path} is not a kubeconfig (no mapping at the top)")
-    name = context or data.get("current-context")
-    contexts = data.get("contexts") or []
-    for entry in contexts if isinstance(contexts, list) else []:
-        if isinstance(entry, Mapping) and entry.get("name") == name:
-            body = entry.get("context")
-            namespace = body.get("namespace") if isinstance(body, Mapping) else None
-            return str(namespace) if namespace else None
-    known = [e.get("name") for e in contexts if isinstance(e, Mapping)] if contexts else []
-    raise ConfigError(
-        f"kubeconfig {path} has no context {name!r}; known contexts: {known or 'none'}"
-    )
+        problem = (
+            "does not exist"
+            if isinstance(exc, FileNotFoundError)
+            else f"cannot be read ({exc.strerror or exc})"
+        )
+        raise ConfigError(
+            f"kubeconfig {_shown(path)} {problem}; set `kubeconfig:` for the cluster or $KUBECONFIG"
+        ) from None
+    try:
+        await config.load_kube_config(
+            config_file=str(path),
+            context=context,
+            client_configuration=configuration,
+            persist_config=False,
+        )
+    except ConfigException as exc:
+        raise ConfigError(f"kubeconfig {path}: {exc}") from None
 
 
 class Connection:
-    """How to reach one cluster: the kubeconfig file and context, loaded once."""
+    """How to reach one cluster: a kubeconfig file and context, or a pod's service account
+    (``InCluster``); loaded once."""
 
     def __init__(
         self,
-        kubeconfig: Path,
-        context: str | None,
+        source: Path | InCluster,
+        context: str | None = None,
         *,
         request_timeout: float = REQUEST_TIMEOUT,
     ) -> None:
-        self.kubeconfig = kubeconfig
+        self.source = source
         self.context = context
         self.request_timeout = request_timeout
         self._configuration: client.Configuration | None = None
@@ -142,30 +122,18 @@ class Connection:
             asyncio.AbstractEventLoop, tuple[client.ApiClient, asyncio.Task[None]]
         ] = weakref.WeakKeyDictionary()
 
+    @property
+    def kubeconfig(self) -> Path | None:
+        """The kubeconfig file read; None for a pod's service account."""
+        return self.source if isinstance(self.source, Path) else None
+
     async def configuration(self) -> client.Configuration:
         if self._configuration is None:
-            try:
-                self.kubeconfig.stat()
-            except OSError as exc:
-                problem = (
-                    "does not exist"
-                    if isinstance(exc, FileNotFoundError)
-                    else f"cannot be read ({exc.strerror or exc})"
-                )
-                raise ConfigError(
-                    f"kubeconfig {_shown(self.kubeconfig)} {problem}; set `kubeconfig:` for the "
-                    "cluster or $KUBECONFIG"
-                ) from None
             loaded = client.Configuration()
-            try:
-                await config.load_kube_config(
-                    config_file=str(self.kubeconfig),
-                    context=self.context,
-                    client_configuration=loaded,
-                    persist_config=False,
-                )
-            except ConfigException as exc:
-                raise ConfigError(f"kubeconfig {self.kubeconfig}: {exc}") from None
+            if isinstance(self.source, InCluster):
+                self.source.load(loaded)
+            else:
+                await _load_kubeconfig(self.source, self.context, loaded)
             self._configuration = loaded
         return self._configuration
 

@@ -1,9 +1,10 @@
 """What one Kubeflow cluster offers, probed once: APIs, Trainer version, namespace, access.
 
 ``probe(session, namespace)`` asks the cluster (discovery, one ConfigMap or the TrainJob CRD,
-the namespace, one SelfSubjectAccessReview per verb the adapter uses) and returns
-``ClusterFacts``. ``answers(facts)`` and ``refusals(facts, queue)`` are pure: each capability
-is answered yes/no with the reason, and the facts that make every job fail are refusals.
+the namespace, one SelfSubjectAccessReview per verb the adapter uses, as listed once in
+``api/permissions.py``) and returns ``ClusterFacts``. ``answers(facts)`` and
+``refusals(facts, queue)`` are pure: each capability is answered yes/no with the reason, and
+the facts that make every job fail are refusals.
 
 The Trainer version is read, in order, from the ConfigMap Trainer publishes for its SDK
 (``kubeflow-system/kubeflow-trainer-public``, key ``kubeflow_trainer_version``), else from the
@@ -22,6 +23,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dispatch.adapters.kubeflow.api.client import TRAINER_GROUP, TRAINER_VERSION, Session
+from dispatch.adapters.kubeflow.api.permissions import (
+    JOBSET_GROUP,
+    KUEUE_GROUP,
+    VERB_CHECKS,
+    VerbCheck,
+)
 from dispatch.adapters.kubeflow.objects import dig
 from dispatch.adapters.kubeflow.planning.trainjob import MIN_TRAINER_VERSION
 from dispatch.model import Capability, Forbidden, Reason, TransientError
@@ -30,8 +37,6 @@ TRAINER_NAMESPACE = "kubeflow-system"
 VERSION_CONFIGMAP = "kubeflow-trainer-public"
 VERSION_KEY = "kubeflow_trainer_version"
 TRAINJOB_CRD = f"trainjobs.{TRAINER_GROUP}"
-JOBSET_GROUP = "jobset.x-k8s.io"
-KUEUE_GROUP = "kueue.x-k8s.io"
 
 #: pauses (real seconds) before a probe request that failed transiently is tried again
 RETRY_PAUSES = (0.1, 0.3)
@@ -52,46 +57,6 @@ _CRD_MARKERS = (
     ("podSpecOverrides", (2, 0, 0)),
 )
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
-
-
-@dataclass(frozen=True, slots=True)
-class VerbCheck:
-    """One verb the adapter uses on one resource; ``for_start`` ones refuse jobs when denied."""
-
-    verb: str
-    group: str
-    resource: str
-    subresource: str = ""
-    cluster_scoped: bool = False
-    for_start: bool = False
-    kueue: bool = False  # asked only when Kueue is installed
-
-    @property
-    def name(self) -> str:
-        plural = f"{self.resource}.{self.group}" if self.group else self.resource
-        sub = f"/{self.subresource}" if self.subresource else ""
-        return f"access:{self.verb} {plural}{sub}"
-
-
-def _verbs(group: str, resource: str, verbs: str, **kw: Any) -> list[VerbCheck]:
-    return [VerbCheck(v, group, resource, **kw) for v in verbs.split()]
-
-
-#: every verb the adapter needs: start (create, adopt, own the copy), cancel, and evidence
-VERB_CHECKS: tuple[VerbCheck, ...] = (
-    *_verbs(TRAINER_GROUP, "trainjobs", "create get", for_start=True),
-    *_verbs(TRAINER_GROUP, "trainjobs", "list watch patch delete"),
-    *_verbs(TRAINER_GROUP, "trainingruntimes", "create get patch", for_start=True),
-    *_verbs(TRAINER_GROUP, "trainingruntimes", "delete"),
-    *_verbs(TRAINER_GROUP, "clustertrainingruntimes", "get", cluster_scoped=True),
-    *_verbs(JOBSET_GROUP, "jobsets", "list watch"),
-    *_verbs("batch", "jobs", "list watch"),
-    *_verbs("", "pods", "list watch"),
-    VerbCheck("get", "", "pods", subresource="log"),
-    *_verbs("", "events", "list watch"),
-    *_verbs(KUEUE_GROUP, "workloads", "list watch", kueue=True),
-    *_verbs("", "nodes", "list watch", cluster_scoped=True),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +184,7 @@ async def probe(session: Session, namespace: str) -> ClusterFacts:
         version = TrainerVersion(None, "")
     exists, why = await _tried(lambda: _namespace(session, namespace))
     kueue = tuple(groups.get(KUEUE_GROUP, []))
-    checks = [c for c in VERB_CHECKS if kueue or not c.kueue]
+    checks = [c for c in VERB_CHECKS if not c.served_group or groups.get(c.served_group)]
 
     def review(c: VerbCheck) -> Callable[[], Awaitable[tuple[bool, str]]]:
         scope = None if c.cluster_scoped else namespace

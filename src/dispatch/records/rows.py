@@ -1,0 +1,149 @@
+"""Reading stored rows back into records, shared by every records store.
+
+Rows come as mappings from column name to value (``sqlite3.Row`` or psycopg's dict rows); the
+columns are the same in every store's schema. Reading a job or attempt parses JSON and
+validates a spec each time: the values are immutable, so each distinct row is parsed once
+(bounded caches per store).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, Protocol, TypeVar
+
+from dispatch.model import AttemptHandle, Cause, Evidence, Job, JobSpec, Outcome, State
+from dispatch.records.base import (
+    AttemptRecord,
+    CancelRequest,
+    Intent,
+    IntentStatus,
+    JobRecord,
+    LogEntry,
+)
+
+#: parsed rows kept per store and kind (immutable values; parsing a spec is most of the cost
+#: of reading a job)
+PARSED_CACHE_SIZE = 4096
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class Row(Protocol):
+    """A stored row: its values by column name."""
+
+    def __getitem__(self, column: str, /) -> Any: ...
+
+
+def dump(value: Any) -> str:
+    """JSON as every store writes it: compact, keys sorted (equal values, equal text)."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+class RowReader:
+    """Parses rows into records, each distinct row once."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, JobSpec] = {}
+        self._jobs: dict[tuple[Any, ...], JobRecord] = {}
+        self._handles: dict[str, AttemptHandle] = {}
+        self._outcomes: dict[str, Outcome] = {}
+        self._log_entries: dict[int, LogEntry] = {}
+
+    @staticmethod
+    def _cached(cache: dict[K, V], key: K, make: Callable[[], V]) -> V:
+        value = cache.get(key)
+        if value is None:
+            if len(cache) >= PARSED_CACHE_SIZE:
+                cache.clear()
+            value = cache[key] = make()
+        return value
+
+    def handle(self, text: str) -> AttemptHandle:
+        return self._cached(self._handles, text, lambda: AttemptHandle.from_json(json.loads(text)))
+
+    def outcome(self, text: str) -> Outcome:
+        return self._cached(self._outcomes, text, lambda: Outcome.from_json(json.loads(text)))
+
+    def job(self, row: Row, key: tuple[Any, ...]) -> JobRecord:
+        """``key``: the row's values (a changed row is parsed again)."""
+        return self._cached(self._jobs, key, lambda: self._parse_job(row))
+
+    def _parse_job(self, row: Row) -> JobRecord:
+        spec = self._cached(
+            self._specs, row["spec"], lambda: JobSpec.model_validate_json(row["spec"])
+        )
+        cancel = (
+            CancelRequest(
+                actor=row["cancel_actor"], reason=row["cancel_reason"], at=row["cancel_at"]
+            )
+            if row["cancel_at"] is not None
+            else None
+        )
+        return JobRecord(
+            job=Job(
+                id=row["id"],
+                spec=spec,
+                created_at=row["created_at"],
+                environment=json.loads(row["environment"]) if row["environment"] else None,
+            ),
+            state=State(row["state"]),
+            cause=Cause(row["cause"]) if row["cause"] else None,
+            summary=row["summary"],
+            updated_at=row["updated_at"],
+            cancel=cancel,
+            release_count=row["release_count"],
+            submitted_by=row["submitted_by"],
+        )
+
+    def attempts(self, rows: Iterable[Row]) -> list[AttemptRecord]:
+        return [
+            AttemptRecord(
+                job_id=r["job_id"],
+                attempt=r["attempt"],
+                created_at=r["created_at"],
+                handle=self.handle(r["handle"]) if r["handle"] else None,
+                outcome=self.outcome(r["outcome"]) if r["outcome"] else None,
+                ended_at=r["ended_at"],
+            )
+            for r in rows
+        ]
+
+    def log_entry(self, row: Row) -> LogEntry:
+        """Log rows are append-only: an entry, once read, never changes."""
+        return self._cached(
+            self._log_entries,
+            int(row["seq"]),
+            lambda: LogEntry(
+                seq=row["seq"],
+                job_id=row["job_id"],
+                at=row["at"],
+                kind=row["kind"],
+                data=json.loads(row["data"]),
+            ),
+        )
+
+
+def evidence(row: Row) -> Evidence:
+    return Evidence(
+        kind=row["kind"],
+        key=row["key"],
+        observed_at=row["observed_at"],
+        summary=row["summary"],
+        data=json.loads(row["data"]),
+    )
+
+
+def intent(row: Row) -> Intent:
+    return Intent(
+        id=row["id"],
+        job_id=row["job_id"],
+        attempt=row["attempt"],
+        operation=row["operation"],
+        owner=row["owner"],
+        created_at=row["created_at"],
+        status=IntentStatus(row["status"]),
+        data=json.loads(row["data"]),
+        result=json.loads(row["result"]) if row["result"] else None,
+        closed_at=row["closed_at"],
+    )
