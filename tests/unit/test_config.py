@@ -111,3 +111,16 @@ def test_supervision_is_local_or_remote_and_never_reaches_the_adapter() -> None:
         parse_config({"clusters": [{"name": "a", "adapter": "slurm", "supervision": "elsewhere"}]})
     with pytest.raises(ConfigError, match="its supervision is local"):
         parse_config({"clusters": [{"name": "b", "adapter": "local", "supervision": "remote"}]})
+
+
+def test_a_records_url_of_another_kind_is_refused_with_the_two_that_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dispatch.records import open_records
+
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    with pytest.raises(ConfigError, match=r"mysql://\.\.\. is not a store dispatch knows"):
+        open_records("mysql://me:secret@db/records")
+    assert not list(here.rglob("*"))  # no SQLite file made of the URL

@@ -37,6 +37,12 @@ def open_records(
                 "pip install 'dispatch-train[postgres]'"
             ) from None
         return PostgresRecords(text, clock=clock, ids=ids)
+    if "://" in text:
+        scheme = text.split("://", 1)[0]
+        raise ConfigError(
+            f"the records location {scheme}://... is not a store dispatch knows: write a "
+            "postgresql:// URL or a SQLite file path (`records:` or DISPATCH_RECORDS)"
+        )
     return SqliteRecords(location, clock=clock, ids=ids)
 
 
