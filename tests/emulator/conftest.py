@@ -2,12 +2,33 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from dispatch.testing.k8s import ClusterConfig, Emulator
+
+#: the real kubectl, when this machine has one (its tests skip without it)
+KUBECTL = shutil.which("kubectl")
+
+
+def kubectl(
+    emulator: Emulator, home: Path, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the real kubectl against ``emulator`` (``home``: its HOME, for its cache)."""
+    env = {"KUBECONFIG": str(emulator.kubeconfig), "HOME": str(home), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [str(KUBECTL), *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 @pytest.fixture

@@ -7,47 +7,29 @@ protobuf request bodies (``kubectl auth can-i`` sends one: it gets 415).
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from dispatch.testing.k8s import Emulator
 
-from .conftest import trainjob
+from .conftest import KUBECTL, kubectl, trainjob
 
-KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed on this machine")
 
 
-def _kubectl(
-    emulator: Emulator, home: Path, *args: str, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {"KUBECONFIG": str(emulator.kubeconfig), "HOME": str(home), "PATH": "/usr/bin:/bin"}
-    return subprocess.run(
-        [str(KUBECTL), *args],
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_kubectl_get_apply_delete(emulator: Emulator, tmp_path: Path) -> None:
-    nodes = _kubectl(emulator, tmp_path, "get", "nodes", "-o", "name")
+    nodes = kubectl(emulator, tmp_path, "get", "nodes", "-o", "name")
     assert nodes.returncode == 0, nodes.stderr
     assert nodes.stdout.split() == ["node/node-1", "node/node-2"]
-    applied = _kubectl(
+    applied = kubectl(
         emulator, tmp_path, "apply", "--validate=false", "-f", "-", stdin=json.dumps(trainjob("tj"))
     )
     assert applied.returncode == 0, applied.stderr
     assert "trainjob.trainer.kubeflow.org/tj created" in applied.stdout
-    got = _kubectl(emulator, tmp_path, "get", "trainjob", "tj", "-o", "json")
+    got = kubectl(emulator, tmp_path, "get", "trainjob", "tj", "-o", "json")
     assert json.loads(got.stdout)["spec"]["runtimeRef"]["name"] == "torch-distributed"
-    bad = _kubectl(
+    bad = kubectl(
         emulator,
         tmp_path,
         "create",
@@ -58,9 +40,9 @@ def test_kubectl_get_apply_delete(emulator: Emulator, tmp_path: Path) -> None:
     )
     assert bad.returncode == 1
     assert "metadata.name must be no more than 63 characters" in bad.stderr
-    deleted = _kubectl(emulator, tmp_path, "delete", "trainjob", "tj")
+    deleted = kubectl(emulator, tmp_path, "delete", "trainjob", "tj")
     assert deleted.returncode == 0, deleted.stderr
-    missing = _kubectl(emulator, tmp_path, "get", "trainjob", "tj")
+    missing = kubectl(emulator, tmp_path, "get", "trainjob", "tj")
     assert missing.returncode == 1 and "NotFound" in missing.stderr
 
 
@@ -74,6 +56,6 @@ def test_kubectl_logs(emulator: Emulator, tmp_path: Path) -> None:
         }
     )
     emulator.append_log("default", "p", "node", "hello from rank 0")
-    logs = _kubectl(emulator, tmp_path, "logs", "p")
+    logs = kubectl(emulator, tmp_path, "logs", "p")
     assert logs.returncode == 0, logs.stderr
     assert logs.stdout == "hello from rank 0\n"

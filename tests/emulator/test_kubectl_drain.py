@@ -6,8 +6,6 @@ is not installed."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -16,26 +14,10 @@ import pytest
 
 from dispatch.testing.k8s import Emulator
 
-from .conftest import pod
+from .conftest import KUBECTL, kubectl, pod
 
-KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed on this machine")
 VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
-
-
-def _kubectl(
-    emulator: Emulator, home: Path, *args: str, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {"KUBECONFIG": str(emulator.kubeconfig), "HOME": str(home), "PATH": "/usr/bin:/bin"}
-    return subprocess.run(
-        [str(KUBECTL), *args],
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def _running_on_node_1(emulator: Emulator, name: str) -> None:
@@ -71,12 +53,12 @@ def _budget_allows(emulator: Emulator, allowed: int) -> None:
 
 
 def test_cordon_sets_unschedulable(emulator: Emulator, tmp_path: Path) -> None:
-    done = _kubectl(emulator, tmp_path, "cordon", "node-1")
+    done = kubectl(emulator, tmp_path, "cordon", "node-1")
     assert done.returncode == 0, done.stderr
     assert "node/node-1 cordoned" in done.stdout
     node = emulator.get("v1", "Node", "node-1", namespace=None)
     assert node["spec"]["unschedulable"] is True
-    _kubectl(emulator, tmp_path, "uncordon", "node-1")
+    kubectl(emulator, tmp_path, "uncordon", "node-1")
     assert not emulator.get("v1", "Node", "node-1", namespace=None)["spec"].get("unschedulable")
 
 
@@ -92,7 +74,7 @@ def test_drain_is_held_by_a_budget_then_evicts(emulator: Emulator, tmp_path: Pat
     emulator.create(budget)
     _budget_allows(emulator, 0)
     drain = ("drain", "node-1", "--ignore-daemonsets", "--delete-emptydir-data", "--force")
-    held = _kubectl(emulator, tmp_path, *drain, "--timeout=7s")
+    held = kubectl(emulator, tmp_path, *drain, "--timeout=7s")
     assert held.returncode != 0
     assert "node/node-1 cordoned" in held.stdout
     # kubectl got 429 and retried (every 5 s) until its timeout: the evictions went through
@@ -101,13 +83,13 @@ def test_drain_is_held_by_a_budget_then_evicts(emulator: Emulator, tmp_path: Pat
     assert "global timeout reached: 7s" in held.stderr
     assert _pods(emulator) == ["a", "b"]
     assert emulator.get("v1", "Node", "node-1", namespace=None)["spec"]["unschedulable"] is True
-    relaxed = _kubectl(
+    relaxed = kubectl(
         emulator, tmp_path, "patch", "pdb", "all", "--type=merge",
         "-p", json.dumps({"spec": {"minAvailable": 0}}),
     )  # fmt: skip
     assert relaxed.returncode == 0, relaxed.stderr
     _budget_allows(emulator, 2)
-    drained = _kubectl(emulator, tmp_path, *drain, "--timeout=20s")
+    drained = kubectl(emulator, tmp_path, *drain, "--timeout=20s")
     assert drained.returncode == 0, drained.stderr
     assert "evicting pod default/a" in drained.stdout + drained.stderr
     assert "node/node-1 drained" in drained.stdout

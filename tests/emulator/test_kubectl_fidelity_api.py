@@ -5,7 +5,6 @@ do (skipped when kubectl is not installed)."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -14,38 +13,22 @@ import pytest
 
 from dispatch.testing.k8s import Emulator
 
-from .conftest import trainjob
+from .conftest import KUBECTL, kubectl, trainjob
 
-KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed on this machine")
-
-
-def _kubectl(
-    emulator: Emulator, home: Path, *args: str, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {"KUBECONFIG": str(emulator.kubeconfig), "HOME": str(home), "PATH": "/usr/bin:/bin"}
-    return subprocess.run(
-        [str(KUBECTL), *args],
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def test_apply_dry_run_server_creates_nothing(emulator: Emulator, tmp_path: Path) -> None:
     manifest = tmp_path / "trainjob.json"
     manifest.write_text(json.dumps(trainjob("dry")))
-    applied = _kubectl(
+    applied = kubectl(
         emulator, tmp_path, "apply", "--dry-run=server", "--validate=false", "-f", str(manifest)
     )
     assert applied.returncode == 0, applied.stderr
     assert applied.stdout.strip() == "trainjob.trainer.kubeflow.org/dry created (server dry run)"
     time.sleep(0.5)  # a created TrainJob would have its JobSet and pods by now
     for kind in ("trainjobs", "jobsets", "jobs", "pods"):
-        listed = _kubectl(emulator, tmp_path, "get", kind, "-o", "name")
+        listed = kubectl(emulator, tmp_path, "get", kind, "-o", "name")
         assert listed.returncode == 0, listed.stderr
         assert listed.stdout == "", kind
 
@@ -58,7 +41,7 @@ def _configmap(value: str) -> str:
 
 def test_server_side_apply_conflicts_unless_forced(emulator: Emulator, tmp_path: Path) -> None:
     def apply(manager: str, value: str, *flags: str) -> subprocess.CompletedProcess[str]:
-        return _kubectl(
+        return kubectl(
             emulator,
             tmp_path,
             "apply",
@@ -79,7 +62,7 @@ def test_server_side_apply_conflicts_unless_forced(emulator: Emulator, tmp_path:
     assert 'Apply failed with 1 conflict: conflict with "alice": .data.x' in conflict.stderr
     forced = apply("bob", "2", "--force-conflicts")
     assert forced.returncode == 0, forced.stderr
-    got = _kubectl(
+    got = kubectl(
         emulator, tmp_path, "get", "configmap", "c", "-o", "json", "--show-managed-fields"
     )
     stored = json.loads(got.stdout)
@@ -93,11 +76,11 @@ def test_server_side_apply_takes_over_from_client_side_apply(
 ) -> None:
     """kubectl's own manager inherits the fields its client-side apply set (the server's
     ``lastAppliedManager``), then kubectl migrates the entries; another manager conflicts."""
-    created = _kubectl(
+    created = kubectl(
         emulator, tmp_path, "apply", "--validate=false", "-f", "-", stdin=_configmap("1")
     )
     assert created.returncode == 0, created.stderr
-    upgraded = _kubectl(
+    upgraded = kubectl(
         emulator,
         tmp_path,
         "apply",
@@ -108,7 +91,7 @@ def test_server_side_apply_takes_over_from_client_side_apply(
         stdin=_configmap("2"),
     )
     assert upgraded.returncode == 0, upgraded.stderr
-    other = _kubectl(
+    other = kubectl(
         emulator,
         tmp_path,
         "apply",

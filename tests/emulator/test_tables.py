@@ -4,7 +4,6 @@ the built-in printers' columns, the CRDs' printer columns, and ages on the clust
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 import urllib.error
@@ -22,14 +21,13 @@ from dispatch.testing.k8s.printing import jsonpath, table, table_version
 from dispatch.testing.k8s.printing.columns import human_duration
 from dispatch.testing.k8s.resources import DEFAULT_RESOURCES
 
-from .conftest import pod, trainjob
+from .conftest import KUBECTL, kubectl, pod, trainjob
 
 #: what kubectl get sends (k8s.io/kubectl/pkg/cmd/get/get.go, transformRequests)
 KUBECTL_ACCEPT = (
     "application/json;as=Table;v=v1;g=meta.k8s.io,"
     "application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
 )
-KUBECTL = shutil.which("kubectl")
 TRAINER = "trainer.kubeflow.org/v1alpha1"
 
 
@@ -322,10 +320,7 @@ def test_ages_are_durations_on_the_cluster_clock(tmp_path: Path) -> None:
 
 
 def _kubectl(emu: Emulator, home: Path, *args: str) -> str:
-    env = {"KUBECONFIG": str(emu.kubeconfig), "HOME": str(home), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run(
-        [str(KUBECTL), *args], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+    done = kubectl(emu, home, *args)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
