@@ -401,6 +401,28 @@ def _dumps(found: dict[str, Any]) -> list[str]:
     return lines + _table(["format", "MiB", "seconds", "peak MiB", "verdict"], rows)
 
 
+def _admission(found: dict[str, Any]) -> list[str]:
+    lines = _head("The cluster-side guard: `dispatch admission serve` under load", found)
+    if "p99Ms" not in found:
+        return lines
+    lines += [
+        f"AdmissionReview v1 requests sent open loop at {found['rate']:g}/s for "
+        f"{found['durationSeconds']:g} s over {found['connections']} HTTPS keep-alive "
+        "connections, latency from each request's due time; mix: "
+        + ", ".join(f"{k} {v}" for k, v in found["mix"].items())
+        + f" (of 20; `bench/admission.py`). Target: p99 under {found['targetP99Ms']:g} ms, "
+        "no error.",
+        "",
+    ]
+    return lines + _table(
+        ["sent", "answered/s", "errors", "p50 ms", "p99 ms", "max ms", "server decision p99 ms",
+         "server CPU s", "server CPU % of a core"],
+        [[found["sent"], found["achievedRate"], found["errors"], found["p50Ms"], found["p99Ms"],
+          found["maxMs"], found["serverDecisionP99Ms"], found["serverCpuSeconds"],
+          found["serverCpuPercent"]]],
+    )  # fmt: skip
+
+
 SECTIONS = {
     "scale": _scale,
     "causes": _causes,
@@ -411,6 +433,7 @@ SECTIONS = {
     "sim": _sim,
     "emulator": _emulator,
     "team": _team,
+    "admission": _admission,
 }
 
 

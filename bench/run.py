@@ -15,7 +15,8 @@ tests/dumps), ``dumps`` (``dispatch diagnose`` time and memory on 5 and 50 MB du
 ``slurm`` (Slurm adapter against sbatch + squeue; needs Slurm and root), ``reliability``
 (simulator, emulator faults, fuzzing), ``sim`` (simulator throughput), ``emulator``
 (emulator throughput), ``team`` (3 supervisors over PostgreSQL with kills and database
-restarts, and the records' throughput on PostgreSQL and SQLite; needs PostgreSQL). A benchmark whose requirement is missing is recorded as skipped,
+restarts, and the records' throughput on PostgreSQL and SQLite; needs PostgreSQL), ``admission``
+(`dispatch admission serve` answering AdmissionReviews open loop over HTTPS). A benchmark whose requirement is missing is recorded as skipped,
 with the reason.
 """
 
@@ -36,7 +37,10 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 from bench import machine, report
 
 ROOT = Path(__file__).resolve().parents[1]
-ALL = ("scale", "causes", "dumps", "local", "slurm", "reliability", "sim", "emulator", "team")
+ALL = (
+    "scale", "causes", "dumps", "local", "slurm", "reliability", "sim", "emulator", "team",
+    "admission",
+)  # fmt: skip
 
 #: sizes: (quick, default)
 SIZES: dict[str, tuple[Any, Any]] = {
@@ -62,6 +66,8 @@ SIZES: dict[str, tuple[Any, Any]] = {
     #: team supervision on PostgreSQL: (jobs, supervisor kills, PostgreSQL restarts)
     "teamRun": ((40, 2, 1), (500, 6, 2)),
     "teamThroughputJobs": (100, 500),
+    #: the guard's webhook server: seconds of AdmissionReviews at 200 per second
+    "admissionSeconds": (5.0, 60.0),
 }
 
 
@@ -192,6 +198,12 @@ def run_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
             ),
             "throughput": team.throughput(size(args, "teamThroughputJobs")),
         }  # fmt: skip
+    if name == "admission":
+        if not _has("cryptography"):
+            return {"skipped": "cryptography is not installed (pip install -e '.[kubeflow]')"}
+        from bench import admission
+
+        return admission.run(rate=200.0, seconds=size(args, "admissionSeconds"))
     raise ValueError(name)
 
 

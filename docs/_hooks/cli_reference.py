@@ -1,4 +1,5 @@
-"""mkdocs hook: replace ``<!-- cli-reference -->`` with the help of every ``dispatch`` verb.
+"""mkdocs hook: replace ``<!-- cli-reference -->`` with the help of every ``dispatch`` verb
+(and of every sub-command of a verb that has them, such as ``dispatch admission serve``).
 
 The command line reference is generated from the click commands at build time, so it cannot
 drift from the code. ``render()`` is also used by the documentation tests.
@@ -29,6 +30,13 @@ def render() -> str:
         if command is None:
             continue
         parts += [f"## dispatch {name}", "", "```text", _help(command, name, root), "```", ""]
+        if isinstance(command, click.Group):  # its sub-commands, each under its own heading
+            group = click.Context(command, info_name=name, parent=root, terminal_width=100)
+            for sub in command.list_commands(group):
+                child = command.get_command(group, sub)
+                if child is not None:
+                    text = _help(child, sub, group)
+                    parts += [f"### dispatch {name} {sub}", "", "```text", text, "```", ""]
     return "\n".join(parts)
 
 

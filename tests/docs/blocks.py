@@ -118,8 +118,8 @@ def commands(block: Block) -> list[Command]:
             raise ValueError(f"{block.where}: console output before any `$ command`: {line!r}")
         command = line[2:]
         while command.endswith("\\") and index + 1 < len(lines):
-            index += 1
-            command = command[:-1] + "\n" + lines[index]
+            index += 1  # a continued line: bash joins it (the backslash-newline stays)
+            command = command + "\n" + lines[index]
         index += 1
         expected: list[str] = []
         while index < len(lines) and not lines[index].startswith("$ "):

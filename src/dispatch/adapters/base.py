@@ -186,3 +186,15 @@ class EvidenceSeeder(Protocol):
         back before the attempt is observed or watched. Idempotent: a record seen twice
         counts once. Never blocks and never raises for evidence it cannot read."""
         ...
+
+
+@runtime_checkable
+class LateEvidence(Protocol):
+    """Optional: adapters that learn facts about an attempt after its outcome was final and
+    it stopped being watched (e.g. the cluster refused to resume an ended attempt)."""
+
+    def late_evidence(self) -> list[tuple[str, int, tuple[Evidence, ...]]]:
+        """(job id, attempt, records) found since the last call; drained. Never blocks and
+        never raises. The records add to the attempt's evidence; they never change its
+        outcome."""
+        ...

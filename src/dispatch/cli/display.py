@@ -15,6 +15,8 @@ from dispatch.api import JobStatus
 from dispatch.cli.common import emit_json
 from dispatch.model import Artifact, Plan, State
 
+#: distinct guard records shown under an attempt in ``dispatch status`` (JSON has them all)
+GUARDS_SHOWN = 3
 _COLORS = {
     State.SUCCEEDED: "green",
     State.FAILED: "red",
@@ -63,6 +65,10 @@ def status_lines(status: JobStatus, *, evidence_limit: int = 8) -> list[str]:
         cause_text = f" ({attempt.cause.value})" if attempt.cause else ""
         detail = f": {attempt.summary}" if attempt.summary else ""
         lines.append(f"attempt {attempt.number} {state_text(attempt.state)}{cause_text}{detail}")
+        # what a guard did about the attempt (a refused resume, a replaced TrainJob, a re-run)
+        guarded = list(dict.fromkeys(e.summary for e in attempt.evidence if e.kind == "guard"))
+        for text in guarded[:GUARDS_SHOWN]:
+            lines.append(f"          guard: {text}")
     if status.decision:
         lines.append(f"decision  {status.decision.get('action')}: {status.decision.get('reason')}")
     evidence = status.evidence

@@ -26,6 +26,7 @@ VERBS = (
     "plan",
     "validate",
     "check_runtime",
+    "admission",
     "diagnose",
     "supervise",
     "sim",

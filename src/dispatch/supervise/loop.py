@@ -19,7 +19,7 @@ import asyncio
 import math
 from collections.abc import Callable, Collection
 
-from dispatch.adapters.base import Adapter, EvidenceSeeder
+from dispatch.adapters.base import Adapter, EvidenceSeeder, LateEvidence
 from dispatch.aio import first_of
 from dispatch.clock import Clock
 from dispatch.log import logger
@@ -27,8 +27,10 @@ from dispatch.model import (
     AttemptHandle,
     Cause,
     ConfigError,
+    Evidence,
     Job,
     LeaseLost,
+    NotFound,
     Outcome,
     PermanentError,
     RecordsUnavailable,
@@ -48,6 +50,8 @@ from dispatch.supervise.report import JobReport, StepReport
 from dispatch.supervise.view import JobView, fold, load_history
 from dispatch.supervise.watching import Watcher
 
+#: records found after their attempts ended kept waiting for a job's lease, at most
+MAX_LATE = 1_000
 #: decisions carried out per job per pass at most (observe -> finish needs two)
 MAX_DECISIONS_PER_TICK = 4
 _QUIET = (DecisionKind.WAIT, DecisionKind.NOTHING)
@@ -97,6 +101,8 @@ class Supervisor:
         self._log_seq = 0
         self._followed_at: float | None = None
         self._held: dict[str, Lease] = {}  # the lease last acquired per job: writes' fence
+        #: evidence adapters found about attempts already over, not yet recorded
+        self._late: list[tuple[str, int, tuple[Evidence, ...]]] = []
 
     def adapter(self, cluster: str) -> Adapter:
         if cluster not in self._adapters:
@@ -215,9 +221,35 @@ class Supervisor:
                 if interleaved.get(job_id, -1) < arrival and job_id in self._known:
                     interleaved[job_id] = arrival
                     reports.append(await self.tick(job_id))
+        self._record_late_evidence()
         return StepReport(
             owner=self.owner, at=self.clock.now(), jobs=tuple(reports), reconciled=tuple(reconciled)
         )
+
+    def _record_late_evidence(self) -> None:
+        """Add what adapters learnt about attempts already over (``LateEvidence``, e.g. a
+        refused resume) to those attempts, under this supervisor's lease on the job; what
+        another supervisor's lease keeps out waits for a later pass (``MAX_LATE`` at most).
+        Jobs this store does not hold (another team's, on a shared cluster) are skipped."""
+        for adapter in self._adapters.values():
+            if isinstance(adapter, LateEvidence):
+                self._late += adapter.late_evidence()
+        waiting: list[tuple[str, int, tuple[Evidence, ...]]] = []
+        for job_id, attempt, evidence in self._late:
+            try:
+                record = self.records.get_job(job_id)
+            except NotFound:
+                continue
+            if self.clusters is not None and record.job.cluster not in self.clusters:
+                continue
+            lease = self._lease(job_id)
+            if lease is None:
+                waiting.append((job_id, attempt, evidence))
+                continue
+            added = self.records.add_evidence(job_id, attempt, evidence, fence=lease)
+            if added:
+                log.info("%s attempt %d: %d record(s) found after it ended", job_id, attempt, added)
+        self._late = waiting[-MAX_LATE:]
 
     async def tick(self, job_id: str) -> JobReport:
         """Lease, reconcile, then decide and act until the job needs to wait."""

@@ -25,6 +25,7 @@ from tests.kubeflow.causes.objects import (
     running_conditions,
     terminated,
     trainjob,
+    ts,
     workload,
 )
 
@@ -196,6 +197,27 @@ def test_a_kueue_eviction_after_a_rank_started_ends_it_as_preempted() -> None:
     )
     assert (result.state, result.cause) == (State.FAILED, Cause.PREEMPTED)
     assert result.first_failure is None
+
+
+def test_dispatch_s_started_mark_proves_a_start_the_pods_no_longer_show() -> None:
+    """Kueue's suspension deleted the pods before this reader saw them run; the TrainJob's
+    ``dispatch.dev/started`` (written by dispatch when it saw a rank run, at the start's time)
+    still makes the eviction end the attempt. A start marked after the eviction does not."""
+    pending = pod(
+        0,
+        suffix="ccc00",
+        node=None,
+        phase="Pending",
+        containers=[],
+        conditions=[cond("PodScheduled", "False", 5, "Unschedulable", "0/4 nodes")],
+        deletion=600,
+    )
+    marked = trainjob(queue="team-a", suspend=True, annotations={"dispatch.dev/started": ts(300)})
+    result = outcome(marked, _evicted_workload(600), pending)
+    assert (result.state, result.cause) == (State.FAILED, Cause.PREEMPTED)
+    late = trainjob(queue="team-a", suspend=True, annotations={"dispatch.dev/started": ts(900)})
+    result = outcome(late, _evicted_workload(600), pending, patience=3600)
+    assert (result.state, result.cause) == (State.RUNNING, None)
 
 
 def test_an_eviction_seen_once_survives_kueue_resetting_it_on_readmission() -> None:

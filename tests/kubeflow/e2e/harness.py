@@ -65,6 +65,30 @@ def kueue(cpu: str = "4") -> KueueConfig:
     )
 
 
+def high_priority(name: str, run_for: float = 20) -> dict[str, Any]:
+    """A TrainJob in ``QUEUE`` at Kueue priority ``high`` needing the whole ClusterQueue (2
+    nodes of 2 CPU): created, it preempts whatever runs there; its pods run ``run_for``
+    emulated seconds."""
+    scenario = json.dumps({"default": {"runFor": run_for}})
+    return {
+        "apiVersion": TRAINER,
+        "kind": "TrainJob",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": {"kueue.x-k8s.io/queue-name": QUEUE, "kueue.x-k8s.io/priority-class": "high"},
+        },
+        "spec": {
+            "runtimeRef": {"name": "torch-dispatch", "kind": "ClusterTrainingRuntime"},
+            "trainer": {
+                "numNodes": 2,
+                "resourcesPerNode": {"requests": {"cpu": "2"}},
+                "env": [{"name": "EMULATOR_SCENARIO", "value": scenario}],
+            },
+        },
+    }
+
+
 #: set (to anything) to run every e2e test as deploy/'s supervisor: dispatch's clients use a
 #: ServiceAccount token that the emulator's RBAC limits to the Role and ClusterRole generated
 #: from the probe's permission list (as ``deploy/`` installs them)

@@ -4,7 +4,6 @@ with DISPATCH_ATTEMPT=2 and the TrainJob of attempt 1 never runs again."""
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from typing import Any
@@ -12,27 +11,7 @@ from typing import Any
 from dispatch.adapters.kubeflow.objects import parse_time
 from dispatch.model import Cause, State
 
-from .harness import NAMESPACE, QUEUE, TRAINER, World
-
-
-def _high_priority(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": TRAINER,
-        "kind": "TrainJob",
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "labels": {"kueue.x-k8s.io/queue-name": QUEUE, "kueue.x-k8s.io/priority-class": "high"},
-        },
-        "spec": {
-            "runtimeRef": {"name": "torch-dispatch", "kind": "ClusterTrainingRuntime"},
-            "trainer": {
-                "numNodes": 2,
-                "resourcesPerNode": {"requests": {"cpu": "2"}},
-                "env": [{"name": "EMULATOR_SCENARIO", "value": json.dumps({"default": {"runFor": 20}})}],
-            },
-        },
-    }  # fmt: skip
+from .harness import QUEUE, World, high_priority
 
 
 def _pod_env(pod: dict[str, Any]) -> dict[str, str]:
@@ -51,7 +30,7 @@ def test_preempted_attempt_is_retired_and_attempt_2_succeeds(world: World) -> No
         while time.monotonic() < deadline:
             pods = world.objects("Pod", "v1")
             if sum(1 for p in pods if p.get("status", {}).get("phase") == "Running") >= 2:
-                world.emulator.create(_high_priority("urgent"))
+                world.emulator.create(high_priority("urgent"))
                 return
             time.sleep(0.02)
 

@@ -53,7 +53,9 @@ from dispatch.adapters.kubeflow.api.secret import with_secret_values
 from dispatch.adapters.kubeflow.causes.coarse import (
     ANNOTATION_CANCEL_REASON,
     ANNOTATION_CANCELLED_BY,
+    ANNOTATION_ENDED,
     ANNOTATION_RETIRED,
+    ANNOTATION_STARTED,
     trainjob_outcome,
 )
 from dispatch.adapters.kubeflow.live.attribution import TrainJobRef
@@ -70,10 +72,12 @@ from dispatch.adapters.kubeflow.live.output import read_output
 from dispatch.adapters.kubeflow.live.snapshot import merged, snapshot
 from dispatch.adapters.kubeflow.live.verdict import DEFAULT_SETTLE, Verdicts
 from dispatch.adapters.kubeflow.live.watching import watch_attempts
+from dispatch.adapters.kubeflow.objects import as_list, dig, format_time, text_of
 from dispatch.adapters.kubeflow.planning.names import trainjob_name
 from dispatch.adapters.kubeflow.planning.plan import NO_RUNTIME, plan_objects, runtime_verdict
 from dispatch.adapters.kubeflow.planning.rules import RuntimeVerdict, check_runtime
 from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings, parse_settings
+from dispatch.adapters.kubeflow.planning.trainjob import LABEL_QUEUE
 from dispatch.config import ClusterConfig
 from dispatch.log import logger
 from dispatch.model import (
@@ -90,7 +94,9 @@ from dispatch.model import (
     Outcome,
     Plan,
     State,
+    TransientError,
 )
+from dispatch.model.identity import ENV_ATTEMPT, ENV_JOB
 
 RuntimeKey = tuple[str, str]
 
@@ -134,6 +140,10 @@ class KubeflowAdapter:
         self._cancelled: dict[TrainJobRef, str] = {}  # who cancelled, through this adapter
         #: the uid each followed TrainJob had when dispatch created it (``live/identity.py``)
         self._uids: dict[TrainJobRef, str] = {}
+        #: the (job, attempt) of each TrainJob name followed, for ``late_evidence``
+        self._attempts: dict[str, tuple[str, int]] = {}
+        #: the TrainJobs marked ``dispatch.dev/started`` (or found marked) by this adapter
+        self._started: set[TrainJobRef] = set()
         #: failed ranks' last output read before their pods could go, until an observation
         #: carries it to the records (``live/lastwords.py``)
         self._words: dict[TrainJobRef, list[Evidence]] = {}
@@ -306,6 +316,7 @@ class KubeflowAdapter:
         uid = recorded_uid(handle)
         if uid is not None:
             self._uids[self._ref(handle)] = uid
+        self._attempts[handle.native] = (handle.job_id, handle.attempt)
         return uid
 
     def capture(self) -> Capture:
@@ -405,6 +416,8 @@ class KubeflowAdapter:
             uids={self._ref(h): uid for h in handles if (uid := self._uid(h)) is not None},
             sleep=self._sleep,
         ):
+            if observation.outcome.state is State.RUNNING:
+                await self._mark_started(observation.handle, observation.outcome)
             if observation.outcome.is_terminal:  # final for this adapter: not read again
                 ref = self._ref(observation.handle)
                 self._seeded.pop(ref, None)
@@ -450,7 +463,10 @@ class KubeflowAdapter:
             standing = self._verdicts.standings.get(name)
             if (namespace, name) not in self._words and standing is not None:
                 await self._keep_last_words((namespace, name), standing.final)
-            note = {"metadata": {"annotations": {ANNOTATION_RETIRED: why}}}
+            # the mark the cluster-side guard reads: from now on nobody resumes it (Kueue
+            # would, while the deletion below is under way or failing)
+            marks = {ANNOTATION_ENDED: self._ended_mark(name), ANNOTATION_RETIRED: why}
+            note = {"metadata": {"annotations": marks}}
             try:
                 await session.merge_patch(TRAINJOBS, name, note, namespace, uid=uid)
             except NotFound:
@@ -463,6 +479,77 @@ class KubeflowAdapter:
                 log.warning("TrainJob %s: not retired, it was replaced (%s)", name, exc)
                 return False
             return True
+
+    async def _mark_started(self, handle: AttemptHandle, running: Outcome) -> None:
+        """Annotate the attempt's TrainJob ``dispatch.dev/started`` the first time it is seen
+        running, when Kueue manages it (what resumes a suspended TrainJob by itself): from
+        then on a suspension ends the attempt, and the cluster-side guard refuses to resume it
+        whether or not dispatch has seen the suspension yet. The value is when
+        the first rank started (the proof's time), and the mark is itself proof of that start
+        (``causes.cluster.read_trainjob``): a supervisor that never saw the pods (they go with
+        the suspension) judges the eviction as the one that marked it did. Best effort: a
+        refusal is logged; a transient failure is tried again at the next observation."""
+        ref = self._ref(handle)
+        if ref in self._started:
+            return
+        self._started.add(ref)
+        trainjob, _ = self.capture().latest_trainjob(ref)
+        if ANNOTATION_STARTED in (dig(trainjob, "metadata", "annotations") or {}):
+            return  # marked by another supervisor, or before a restart
+        if LABEL_QUEUE not in (dig(trainjob, "metadata", "labels") or {}):
+            return  # no Kueue to resume it: the end mark (``_retire``) is enough
+        times = [e.observed_at for e in running.evidence if e.observed_at > 0]
+        at = format_time(min(times, default=self.context.clock.now())) or ""
+        note = {"metadata": {"annotations": {ANNOTATION_STARTED: at}}}
+        try:
+            async with self.connection.session() as session:
+                await session.merge_patch(TRAINJOBS, ref[1], note, ref[0], uid=self._uid(handle))
+        except Conflict as exc:  # another owner's TrainJob under the name: not ours to mark
+            log.info("TrainJob %s/%s: not marked started (%s)", *ref, exc)
+        except TransientError as exc:
+            log.info("TrainJob %s/%s: marking it started failed (%s); next time", *ref, exc)
+            self._started.discard(ref)
+        except DispatchError as exc:
+            log.warning("TrainJob %s/%s: the started mark was refused (%s)", *ref, exc)
+
+    def _ended_mark(self, name: str) -> str:
+        """The value of ``dispatch.dev/ended``: the cause of the attempt's final outcome."""
+        standing = self._verdicts.standings.get(name)
+        final = standing.final if standing is not None else None
+        if final is None:
+            return "ended"
+        return final.cause.value if final.cause is not None else final.state.value
+
+    def late_evidence(self) -> list[tuple[str, int, tuple[Evidence, ...]]]:
+        """``LateEvidence``: the refused resumes (``live/refusals.py``) found about attempts
+        that had ended, as (job id, attempt, records); drained."""
+        found: list[tuple[str, int, tuple[Evidence, ...]]] = []
+        for name in self._verdicts.guarded_names():
+            records = tuple(self._verdicts.take_guard_records(name))
+            owner = self._attempts.get(name) or self._attempt_of(name)
+            if owner is None:
+                log.warning("TrainJob %s: a refused resume of an unknown attempt is dropped", name)
+                continue
+            found.append((owner[0], owner[1], records))
+        return found
+
+    def _attempt_of(self, name: str) -> tuple[str, int] | None:
+        """(job, attempt) from the identity variables of the TrainJob ``name`` as the streams
+        last showed it (an attempt this process never followed: retired after a restart)."""
+        if self._capture is None:
+            return None
+        for ref in self._capture.attribution.trainjobs:
+            if ref[1] != name:
+                continue
+            trainjob, _ = self._capture.latest_trainjob(ref)
+            env = {
+                text_of(dig(e, "name")): text_of(dig(e, "value"))
+                for e in as_list(dig(trainjob, "spec", "trainer", "env")) or []
+            }
+            job, attempt = env.get(ENV_JOB), env.get(ENV_ATTEMPT, "")
+            if job and attempt.isdigit():
+                return job, int(attempt)
+        return None
 
     async def cancel(self, handle: AttemptHandle, actor: str, reason: str) -> None:
         """Differs from the SPI: a TrainJob of another uid under the attempt's name is left

@@ -17,6 +17,7 @@ from dispatch.testing.k8s.errors import FieldError
 from dispatch.testing.k8s.resources import ResourceType
 
 if TYPE_CHECKING:
+    from dispatch.testing.k8s.rbac import UserInfo
     from dispatch.testing.k8s.store import Store
 
 JsonObj = dict[str, Any]
@@ -30,6 +31,10 @@ class AdmissionRequest:
     old: JsonObj | None
     subresource: str | None
     store: Store
+    #: who asks (None: the emulator's own controllers, or an unauthenticated client)
+    user: UserInfo | None = None
+    #: ``dryRun=All``: nothing will be written (webhooks are told; side effects must not happen)
+    dry_run: bool = False
 
 
 class AdmissionPlugin(Protocol):

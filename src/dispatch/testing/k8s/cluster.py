@@ -38,6 +38,8 @@ from dispatch.testing.k8s.server import ApiServer
 from dispatch.testing.k8s.services import ServiceStrategy
 from dispatch.testing.k8s.store import Store
 from dispatch.testing.k8s.trainer_validation import TrainerValidation
+from dispatch.testing.k8s.webhook_config import AdmissionRegistration, validating_policies
+from dispatch.testing.k8s.webhooks import ValidatingWebhooks
 
 JsonObj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -94,6 +96,13 @@ class Cluster:
         self.store.admission.add(RbacStrategy())
         if cfg.validate_trainer:
             self.store.admission.add(TrainerValidation())
+        # validating admission as kube-apiserver runs it after everything else accepted:
+        # ValidatingAdmissionPolicies, then validating webhooks (nothing stored: no cost)
+        self.store.admission.add(AdmissionRegistration())
+        self.store.validating.add(validating_policies(self.store))
+        review_ids = Identity(None if cfg.seed is None else cfg.seed + 1)
+        self.webhooks = ValidatingWebhooks(review_ids.uid)
+        self.store.validating.add(self.webhooks)
         self.logs = PodLogs()
         self.store.on_change(self.logs.on_change)
         self.faults = FaultInjector(cfg.seed)

@@ -8,6 +8,7 @@
         emu.append_log("default", "my-pod", "node", "hello")
         emu.faults.add(FaultRule(verb="list", resource="pods", status=500, times=1))
         emu.requests().count("watch")
+        emu.route_service("webhooks", "guard", 443, ("127.0.0.1", 8443))  # a webhook's Service
 
 Guarantees: ``start`` returns once the server accepts connections and ``kubeconfig`` is
 written; ``stop`` closes every watch stream, stops the controllers and the server and joins the
@@ -28,6 +29,7 @@ from typing import Any, TypeVar
 from dispatch.testing.k8s.accounting import RequestCounts
 from dispatch.testing.k8s.cluster import Cluster, ClusterConfig
 from dispatch.testing.k8s.kubeconfig import write_kubeconfig
+from dispatch.testing.k8s.server import ADMIN_USER
 
 T = TypeVar("T")
 JsonObj = dict[str, Any]
@@ -154,7 +156,7 @@ class Emulator:
         cluster = self.cluster
         rtype = cluster.rtype(obj["apiVersion"], obj["kind"])
         ns = namespace or obj.get("metadata", {}).get("namespace") or "default"
-        return self.call(lambda: cluster.store.create(rtype, ns, obj))
+        return self.call(lambda: cluster.store.create(rtype, ns, obj, user=ADMIN_USER))
 
     def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = "default"
@@ -182,6 +184,14 @@ class Emulator:
         (a new token), with ``namespace`` as its default namespace."""
         token = self.service_account_token(namespace, name)
         return write_kubeconfig(path, self.url, namespace, token)
+
+    def route_service(self, namespace: str, name: str, port: int, address: tuple[str, int]) -> None:
+        """Make Service ``namespace/name`` at ``port`` reach ``address`` (host, port): the
+        emulator resolves no Service, and a webhook's ``clientConfig.service`` is called there
+        (its certificate still verified for ``<name>.<namespace>.svc``). The webhook server must
+        not run on the emulator's event loop (the emulator waits for it synchronously)."""
+        routes = self.cluster.webhooks.routes
+        self.call(lambda: routes.add(namespace, name, port, address))
 
     def compact(self) -> None:
         """Forget watch history: watches from older resourceVersions get 410 Gone."""

@@ -195,6 +195,22 @@ DEFAULT_RESOURCES: tuple[ResourceType, ...] = (
         verbs=CREATE_ONLY,
         has_generation=False,
     ),
+    *(
+        ResourceType(
+            "admissionregistration.k8s.io",
+            "v1",
+            plural,
+            kind,
+            False,
+            status=status,
+            categories=("api-extensions",),
+        )
+        for plural, kind, status in (
+            ("validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False),
+            ("validatingadmissionpolicies", "ValidatingAdmissionPolicy", True),
+            ("validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding", False),
+        )
+    ),
     _crd("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True, status=True),
     _crd("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", True, status=True),
     _crd("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime", True),

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Callable
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, TypeVar
 
 import yaml
 from aiohttp import web
@@ -44,7 +45,18 @@ from dispatch.testing.k8s.store import ObjectList, Store
 from dispatch.testing.k8s.streams import WatchOptions, serve_log, serve_watch
 
 JsonObj = dict[str, Any]
+T = TypeVar("T")
 _TRUE = ("1", "true", "True")
+#: who an unauthenticated request (the emulator's administrator kubeconfig) is to admission:
+#: the user of a kubeadm cluster's admin.conf
+ADMIN_USER = UserInfo("kubernetes-admin", ("system:masters", "system:authenticated"))
+#: the ``Warning`` header of one admission warning (``k8s.io/apiserver/pkg/warning``: code
+#: 299, agent ``-``, the text quoted)
+WARNING_CODE = 299
+#: the request being served (each runs in its own task, hence its own context): who asks
+#: (None: the administrator), and the warnings its admission gave
+_ASKING: ContextVar[UserInfo | None] = ContextVar("asking", default=None)
+_WARNINGS: ContextVar[list[str]] = ContextVar("warnings")
 _INJECTED = {
     500: "InternalError",
     503: "ServiceUnavailable",
@@ -67,6 +79,16 @@ def _error(exc: ApiError) -> web.Response:
     resp = _json(exc.status(), exc.code)
     resp.headers.update(exc.headers)
     return resp
+
+
+def warning_header(text: str) -> str:
+    """``299 - "text"``, as the API server writes each admission warning."""
+    return f"{WARNING_CODE} - {json.dumps(text, ensure_ascii=False)}"
+
+
+def _user(request: web.Request) -> UserInfo:
+    """Who asks, for admission: the authenticated user, else the administrator."""
+    return _ASKING.get() or ADMIN_USER
 
 
 def metadata_only(accept: str) -> bool:
@@ -195,10 +217,25 @@ class ApiServer:
     # ------------------------------------------------------------------ dispatch
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        warnings: list[str] = []
+        _WARNINGS.set(warnings)
         try:
-            return await self._route(request)
+            response = await self._route(request)
         except ApiError as exc:
-            return _error(exc)
+            response = _error(exc)
+        for text in warnings:
+            response.headers.add("Warning", warning_header(text))
+        return response
+
+    def _admitted(self, write: Callable[[], T]) -> T:
+        """Run a store write (synchronous: no other request's admission interleaves) and keep
+        the warnings its admission gave for the response's headers."""
+        self.store.warnings.clear()
+        try:
+            return write()
+        finally:
+            _WARNINGS.get([]).extend(self.store.warnings)
+            self.store.warnings.clear()
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
         path = request.path
@@ -206,6 +243,7 @@ class ApiServer:
         user = self.authorizer.authenticate(
             request.headers.get("Authorization"), self.store, self.clock.now()
         )
+        _ASKING.set(user)
         if path in ("/healthz", "/readyz", "/livez"):
             if user is not None:
                 self._authorize(user, Attributes(request.method.lower(), path=path))
@@ -485,12 +523,15 @@ class ApiServer:
             raise errors.method_not_allowed()
         dry = _dry_run(request)
         check_write("CreateOptions", dry, *_manager_options(query))
-        created = self.store.create(
-            info.rtype,
-            info.namespace,
-            body,
-            field_manager=_manager(request, query),
-            dry_run=bool(dry),
+        created = self._admitted(
+            lambda: self.store.create(
+                info.rtype,
+                info.namespace,
+                body,
+                field_manager=_manager(request, query),
+                dry_run=bool(dry),
+                user=_user(request),
+            ),
         )
         return _json(created, 201)
 
@@ -503,14 +544,17 @@ class ApiServer:
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be an object")
         return _json(
-            self.store.update(
-                info.rtype,
-                info.namespace,
-                info.name,
-                body,
-                subresource=info.subresource or None,
-                field_manager=_manager(request, query),
-                dry_run=bool(dry_run),
+            self._admitted(
+                lambda: self.store.update(
+                    info.rtype,
+                    info.namespace,
+                    info.name,
+                    body,
+                    subresource=info.subresource or None,
+                    field_manager=_manager(request, query),
+                    dry_run=bool(dry_run),
+                    user=_user(request),
+                ),
             )
         )
 
@@ -525,16 +569,19 @@ class ApiServer:
         # an apply that creates answers 201 Created, as the patch handler's ``wasCreated``
         created = apply and self.store.peek(info.rtype, info.namespace, info.name) is None
         return _json(
-            self.store.patch(
-                info.rtype,
-                info.namespace,
-                info.name,
-                request.content_type,
-                body,
-                subresource=info.subresource or None,
-                field_manager=query.get("fieldManager") if apply else _manager(request, query),
-                force=force in _TRUE,
-                dry_run=bool(dry_run),
+            self._admitted(
+                lambda: self.store.patch(
+                    info.rtype,
+                    info.namespace,
+                    info.name,
+                    request.content_type,
+                    body,
+                    subresource=info.subresource or None,
+                    field_manager=query.get("fieldManager") if apply else _manager(request, query),
+                    force=force in _TRUE,
+                    dry_run=bool(dry_run),
+                    user=_user(request),
+                ),
             ),
             201 if created else 200,
         )

@@ -12,7 +12,11 @@ therefore atomic):
 - A write that changes nothing is not a change (no new resourceVersion, no watch event).
 - Deletion honours finalizers, preconditions and propagation (``Background``, ``Foreground``,
   ``Orphan``); dependents are collected by :mod:`dispatch.testing.k8s.gc`.
-- Admission plugins (:mod:`dispatch.testing.k8s.admission`) run on every create and update.
+- Admission plugins (:mod:`dispatch.testing.k8s.admission`) run on every create and update;
+  then, only if all of them accepted the object, the validating admission of ``validating``
+  (ValidatingAdmissionPolicies, then validating webhooks), which refuses by raising. Every
+  plugin is told who writes (the ``user`` argument, else the user of :meth:`Store.acting_as`,
+  else None) and whether it is a dry run.
 - ``dry_run`` writes run every step (defaulting, admission, validation, conflicts) and answer
   what would be stored, but store nothing: no resourceVersion, no watch event, no deletion.
 - Writes that name a field manager (every request through the HTTP front) keep
@@ -27,9 +31,10 @@ from __future__ import annotations
 import base64
 import builtins
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dispatch.adapters.kubeflow.objects import MERGE_KEYS, clone
 from dispatch.clock import Clock
@@ -56,6 +61,9 @@ from dispatch.testing.k8s.tables import Key, Tables
 from dispatch.testing.k8s.validation import metadata_errors
 from dispatch.testing.k8s.watch import Change, Selection, Subscription
 
+if TYPE_CHECKING:
+    from dispatch.testing.k8s.rbac import UserInfo
+
 JsonObj = dict[str, Any]
 _SYSTEM_META = (
     "uid",
@@ -67,6 +75,14 @@ _SYSTEM_META = (
     "namespace",
     "name",
 )
+
+
+@dataclass
+class ValidatingRequest(AdmissionRequest):
+    """What validating admission sees: an :class:`AdmissionRequest` and the resource type the
+    client asked at (``rtype`` is the storage version), which webhooks' rules match first."""
+
+    requested: ResourceType | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +109,12 @@ class Store:
         self.clock = clock
         self.identity = identity
         self.admission = AdmissionChain()
+        #: validating admission, run after ``admission`` accepted: policies, then webhooks
+        self.validating = AdmissionChain()
+        #: warnings of the current request's admission (the HTTP front sends them as
+        #: ``Warning`` headers and clears the list before each request)
+        self.warnings: builtins.list[str] = []
+        self._actor: UserInfo | None = None
         self.tables = Tables(clock, history_window, history_limit)
         self.history = self.tables.history
         self.gc = GarbageCollector(self)
@@ -222,6 +244,19 @@ class Store:
         """Forget history: any watch from an older resourceVersion now gets 410 Gone."""
         self.history.compact(self.tables.rv)
 
+    # ----------------------------------------------------------------- who writes
+
+    @contextmanager
+    def acting_as(self, user: UserInfo | None) -> Iterator[None]:
+        """Writes in this block are ``user``'s (admission sees it) unless they name another.
+        For the in-process controllers: hold it only around synchronous code (never across an
+        ``await``: another task's writes would run as ``user``)."""
+        previous, self._actor = self._actor, user
+        try:
+            yield
+        finally:
+            self._actor = previous
+
     # ----------------------------------------------------------------- writing
 
     def _admit(
@@ -231,12 +266,20 @@ class Store:
         obj: JsonObj,
         old: JsonObj | None,
         subresource: str | None,
+        user: UserInfo | None,
+        dry_run: bool,
     ) -> None:
         stype = self._storage(rtype)
         found = [] if subresource else metadata_errors(stype, obj)
         if not subresource:  # Job and Pod strategies (selector, restartPolicy, pod updates)
             found += workloads.admit(op, stype, obj, old)
-        found += self.admission.admit(AdmissionRequest(op, stype, obj, old, subresource, self))
+        who = user or self._actor
+        request = AdmissionRequest(op, stype, obj, old, subresource, self, who, dry_run)
+        found += self.admission.admit(request)
+        if not found and self.validating.plugins:
+            found += self.validating.admit(
+                ValidatingRequest(op, stype, obj, old, subresource, self, who, dry_run, rtype)
+            )
         if found:
             name = str(obj["metadata"].get("name", ""))
             raise errors.invalid(rtype.group, rtype.kind, name, found)
@@ -250,11 +293,13 @@ class Store:
         field_manager: str | None = None,
         dry_run: bool = False,
         managed_fields: builtins.list[JsonObj] | None = None,
+        user: UserInfo | None = None,
     ) -> JsonObj:
         """Create. ``field_manager``: who writes (its ``Update`` entry in ``managedFields``;
         None for the emulator's own controllers); ``managed_fields``: the entries server-side
         apply computed; ``dry_run``: everything but the write (the object as it would be
-        stored, without a resourceVersion, as ``dryRun=All`` answers)."""
+        stored, without a resourceVersion, as ``dryRun=All`` answers); ``user``: who asks, as
+        admission sees it (default: the user of :meth:`acting_as`)."""
         stype = self._storage(rtype)
         check_kind(rtype, body)
         obj = to_storage(rtype, stype, clone(body))
@@ -276,7 +321,7 @@ class Store:
                     None, obj, field_manager, self._scope(rtype, None), self._now()
                 )
             _set_managed_fields(obj, entries)
-        self._admit("CREATE", rtype, obj, None, None)
+        self._admit("CREATE", rtype, obj, None, None, user, dry_run)
         if dry_run:
             return self._out(rtype, obj)
         self.tables.commit(stype, "ADDED", obj, None)
@@ -296,10 +341,11 @@ class Store:
         field_manager: str | None = None,
         dry_run: bool = False,
         managed_fields: builtins.list[JsonObj] | None = None,
+        user: UserInfo | None = None,
     ) -> JsonObj:
         """PUT. ``unconditional`` (used by patches) allows a body without resourceVersion.
-        ``field_manager``, ``managed_fields`` and ``dry_run`` as for :meth:`create`; without
-        a manager the stored ``managedFields`` stay as they are."""
+        ``field_manager``, ``managed_fields``, ``dry_run`` and ``user`` as for :meth:`create`;
+        without a manager the stored ``managedFields`` stay as they are."""
         stype = self._storage(rtype)
         existing = self._stored(rtype, namespace, name)
         check_kind(rtype, body)
@@ -312,7 +358,7 @@ class Store:
         elif entries is None:
             entries = existing["metadata"].get("managedFields")
         _set_managed_fields(new, entries)
-        self._admit("UPDATE", rtype, new, existing, subresource)
+        self._admit("UPDATE", rtype, new, existing, subresource, user, dry_run)
         new["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
         if new == existing:
             return self._out(rtype, existing)
@@ -339,13 +385,15 @@ class Store:
         field_manager: str | None = None,
         force: bool = False,
         dry_run: bool = False,
+        user: UserInfo | None = None,
     ) -> JsonObj:
         """Patch (merge, JSON, strategic merge) then write as :meth:`update`, or server-side
         apply (:mod:`~dispatch.testing.k8s.managed_fields`: field ownership, 409 on another
-        manager's field unless ``force``; a missing object is created)."""
+        manager's field unless ``force``; a missing object is created). ``user`` as for
+        :meth:`create`."""
         if patch_type == APPLY_PATCH:
             return self._apply(
-                rtype, namespace, name, body, subresource, field_manager, force, dry_run
+                rtype, namespace, name, body, subresource, field_manager, force, dry_run, user
             )
         current = self.get(rtype, namespace, name)
         keys = SERVICE_MERGE_KEYS if rtype.storage == SERVICES else MERGE_KEYS
@@ -361,6 +409,7 @@ class Store:
             unconditional=True,
             field_manager=field_manager,
             dry_run=dry_run,
+            user=user,
         )
 
     def _apply(
@@ -373,6 +422,7 @@ class Store:
         field_manager: str | None,
         force: bool,
         dry_run: bool,
+        user: UserInfo | None = None,
     ) -> JsonObj:
         if not field_manager:
             raise errors.invalid(
@@ -390,7 +440,9 @@ class Store:
             created, entries = fieldmanager.apply(
                 None, body, field_manager, scope, now, force=force
             )
-            return self.create(rtype, namespace, created, managed_fields=entries, dry_run=dry_run)
+            return self.create(
+                rtype, namespace, created, managed_fields=entries, dry_run=dry_run, user=user
+            )
         current = self.get(rtype, namespace, name)
         merged, entries = fieldmanager.apply(current, body, field_manager, scope, now, force=force)
         return self.update(
@@ -402,6 +454,7 @@ class Store:
             unconditional=True,
             managed_fields=entries,
             dry_run=dry_run,
+            user=user,
         )
 
     def _scope(self, rtype: ResourceType, subresource: str | None) -> fieldmanager.Scope:

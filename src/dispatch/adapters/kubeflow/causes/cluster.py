@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dispatch.adapters.kubeflow.causes.coarse import ANNOTATION_STARTED
 from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet, ObjectHistory, Ref
 from dispatch.adapters.kubeflow.causes.facts import (
     Fact,
@@ -103,9 +104,24 @@ def read_root(history: ObjectHistory, facts: Facts) -> None:
 
 
 def read_trainjob(history: ObjectHistory, facts: Facts) -> None:
-    """Success, deadline, runtime not supported, other failures; suspension."""
+    """Success, deadline, runtime not supported, other failures; suspension; and the start
+    dispatch itself saw and marked (``dispatch.dev/started``), which outlives the pods."""
     ref = history.ref
     for obj in history.objects():
+        mark = dig(obj, "metadata", "annotations", ANNOTATION_STARTED)
+        started = parse_time(mark)
+        if started is not None:
+            summary = f"a rank had started by {mark} ({ANNOTATION_STARTED}, written by dispatch)"
+            path = f"metadata.annotations[{ANNOTATION_STARTED}]"
+            add_once(
+                facts.starts,
+                Fact(
+                    Cause.UNKNOWN,
+                    started,
+                    summary,
+                    (proof(ref, obj, path, mark, started, summary),),
+                ),
+            )
         for cond in conditions(obj):
             at = when(cond)
             facts.saw(at)

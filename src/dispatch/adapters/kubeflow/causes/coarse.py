@@ -31,6 +31,16 @@ ANNOTATION_CANCELLED_BY = "dispatch.dev/cancelled-by"
 ANNOTATION_CANCEL_REASON = "dispatch.dev/cancel-reason"
 #: why dispatch deleted a TrainJob whose attempt was over (``live.verdict.Verdicts.must_retire``)
 ANNOTATION_RETIRED = "dispatch.dev/retired"
+#: the cause of a TrainJob's attempt, written with the retirement note before the deletion: the
+#: cluster-side guard (``admission``) refuses to resume a TrainJob carrying it
+ANNOTATION_ENDED = "dispatch.dev/ended"
+#: when dispatch first saw a rank of the TrainJob's attempt run (on TrainJobs Kueue manages,
+#: which Kueue resumes by itself): a suspension after it ends the
+#: attempt, so the cluster-side guard refuses to resume a TrainJob carrying it even before
+#: dispatch saw the suspension (a supervisor down, or behind)
+ANNOTATION_STARTED = "dispatch.dev/started"
+#: the reason of the Event the cluster-side guard records on a TrainJob whose resume it refused
+EVENT_RESUME_REFUSED = "DispatchResumeRefused"
 
 
 def _name(trainjob: Mapping[str, Any]) -> str:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from dispatch.adapters.kubeflow.api.kinds import kueue_may_manage
+from dispatch.adapters.kubeflow.causes.coarse import ANNOTATION_ENDED, ANNOTATION_STARTED
 from dispatch.adapters.kubeflow.causes.evidence import DELETED_SUFFIX, object_evidence
 from dispatch.adapters.kubeflow.live.attribution import Attribution, TrainJobRef
 from dispatch.adapters.kubeflow.live.laststate import version_of
@@ -33,6 +34,8 @@ from dispatch.model import Evidence
 #: the metadata and condition fields retirement reads; the rest of a released TrainJob goes
 RETIREMENT_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
 RETIREMENT_CONDITION = ("type", "status")
+#: and dispatch's marks on it, which the cluster-side guard reads
+RETIREMENT_MARKS = (ANNOTATION_ENDED, ANNOTATION_STARTED)
 
 Claim = Callable[[TrainJobRef, Mapping[str, Any]], None]
 
@@ -181,9 +184,14 @@ def _retirement_view(trainjob: Mapping[str, Any]) -> Mapping[str, Any]:
     spec, status = trainjob.get("spec"), trainjob.get("status")
     metadata = trainjob.get("metadata")
     conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    kept = _only(metadata, RETIREMENT_METADATA)
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    marks = _only(annotations, RETIREMENT_MARKS) if isinstance(annotations, Mapping) else {}
+    if marks:  # the refused-resume inference reads them (``refusals``)
+        kept = {**kept, "annotations": marks}
     return {
         "kind": trainjob.get("kind"),
-        "metadata": _only(metadata, RETIREMENT_METADATA),
+        "metadata": kept,
         "spec": {"suspend": spec.get("suspend")} if isinstance(spec, Mapping) else {},
         "status": {
             "conditions": [_only(c, RETIREMENT_CONDITION) for c in conditions]

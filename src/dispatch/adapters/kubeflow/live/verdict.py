@@ -37,6 +37,12 @@ from typing import Any
 
 from dispatch.adapters.kubeflow.causes.decide import Diagnosis, Inputs, diagnose
 from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet
+from dispatch.adapters.kubeflow.live.refusals import (
+    admitted_at,
+    readmitted,
+    refused_by_event,
+    refused_by_inference,
+)
 from dispatch.adapters.kubeflow.objects import dig, text_of, true_condition
 from dispatch.model import Cause, Evidence, Outcome, State
 
@@ -66,6 +72,11 @@ class Standing:
     changes_at: float | None = None
     #: records already searched for a re-run (after the final outcome)
     searched: int = 0
+    #: after the final outcome: Kueue's readmission of the Workload (its name, when seen),
+    #: the refused resumes recorded (their keys) and the guard records not yet taken
+    readmission: tuple[str, float] | None = None
+    refusals: set[str] = field(default_factory=set)
+    guard_records: list[Evidence] = field(default_factory=list)
 
 
 @dataclass
@@ -134,6 +145,8 @@ class Verdicts:
             self._deadlines.pop(name, None)
             standing.jobset_uids = _jobset_uids(EvidenceSet.from_evidence(records), name)
             standing.searched = 0 if settled else len(records)
+            if not settled:
+                self._look_at_end(standing, name, records, now)
             return outcome
         return None
 
@@ -183,6 +196,7 @@ class Verdicts:
         start = 0 if everything else standing.searched
         if len(records) <= start:
             return
+        self._look_for_refusals(standing, name, records[start:])
         fresh = EvidenceSet.from_evidence(records[start:])
         if not everything:
             standing.searched = len(records)
@@ -195,6 +209,70 @@ class Verdicts:
         new = found - standing.jobset_uids
         if new and standing.rerun is None:
             standing.rerun = _rerun_evidence(name, sorted(new), now)
+
+    def _look_for_refusals(
+        self, standing: Standing, name: str, records: Sequence[Evidence]
+    ) -> None:
+        """After the final outcome: the guard's refusal Events, and Kueue admitting the
+        Workload again (``refusals``; judged by ``refusal_due``)."""
+        since = standing.terminal_since
+        for record in records:
+            found = refused_by_event(record, name)
+            if found is not None:
+                self._add_refusal(standing, found)
+            workload = readmitted(record)
+            later = since is not None and record.observed_at > since
+            if workload and standing.readmission is None and later:
+                standing.readmission = (workload, record.observed_at)
+
+    def _look_at_end(
+        self, standing: Standing, name: str, records: Sequence[Evidence], now: float
+    ) -> None:
+        """When the outcome becomes final: the guard's refusal Events recorded before (the
+        supervisor was down or behind when the guard refused), and the Workload's last state:
+        admitted again already (its readmission counts from its ``Admitted`` time)."""
+        last_workload = None
+        for record in records:
+            found = refused_by_event(record, name)
+            if found is not None:
+                self._add_refusal(standing, found)
+            if record.kind == "workload":
+                last_workload = record
+        workload = readmitted(last_workload) if last_workload is not None else None
+        if workload and last_workload is not None:
+            at = admitted_at(last_workload)
+            standing.readmission = (workload, now if at is None else min(at, now))
+
+    def _add_refusal(self, standing: Standing, record: Evidence) -> None:
+        if record.key in standing.refusals or len(standing.refusals) >= MAX_REFUSALS:
+            return
+        standing.refusals.add(record.key)
+        standing.guard_records.append(record)
+
+    def refusal_due(self, name: str, trainjob: Mapping[str, Any] | None, now: float) -> None:
+        """Record a refused resume inferred from Kueue's readmission of an ended attempt's
+        Workload (``refusals``), once, when no Event of the guard proved it."""
+        standing = self.standings.get(name)
+        if standing is None or standing.final is None or standing.readmission is None:
+            return
+        if standing.refusals:
+            return
+        workload, seen_at = standing.readmission
+        found = refused_by_inference(name, trainjob, workload, seen_at, now)
+        if found is not None:
+            self._add_refusal(standing, found)
+
+    def take_guard_records(self, name: str) -> list[Evidence]:
+        """The guard records (refused resumes) found for ``name`` since the last call."""
+        standing = self.standings.get(name)
+        if standing is None or not standing.guard_records:
+            return []
+        taken, standing.guard_records = standing.guard_records, []
+        return taken
+
+    def guarded_names(self) -> list[str]:
+        """The names with guard records not taken yet."""
+        return [name for name, s in self.standings.items() if s.guard_records]
 
     def _index(self, name: str, standing: Standing) -> None:
         if standing.changes_at is None:
@@ -313,6 +391,8 @@ class Verdicts:
         self._deadlines.pop(name, None)
 
 
+#: refused resumes recorded per attempt at most (Kueue retries with backoff, for ever)
+MAX_REFUSALS = 5
 #: causes of a rank's pod that failed (the first failure names the rank); a start failure is
 #: not one: a pod whose image never pulls stays Pending, nothing fails it
 _POD_FAILURES = frozenset({Cause.APP_ERROR, Cause.OUT_OF_MEMORY, Cause.PREEMPTED, Cause.NODE_LOST})

@@ -14,7 +14,10 @@ and the attempt's lists) before it is judged, so a lagging or reconnecting strea
 mistaken for a TrainJob that does not exist.
 
 Retirement (``verdict.Verdicts.must_retire``) is carried out here through ``retire``, for the
-handles watched and for any other TrainJob this adapter judged terminal that runs again.
+handles watched and for any other TrainJob this adapter judged terminal that runs again. A
+resume of an ended attempt that the cluster-side guard refused (``refusals``) is reported in
+the attempt's next observation; one found after the attempt stopped being watched waits in
+``Verdicts`` for the adapter's ``late_evidence``.
 The iteration ends once every handle has a terminal outcome and nothing is left to retire.
 """
 
@@ -144,7 +147,8 @@ async def watch_attempts(
                     continue  # judged once it could be read
             unseen.discard(ref)
         pending = {r for name in verdicts.pending_names(now) for r in by_name.get(name, ())}
-        due = ((changed & refs.keys()) | pending | unreported) - unseen
+        guarded = {r for name in verdicts.guarded_names() for r in by_name.get(name, ())}
+        due = ((changed & refs.keys()) | pending | guarded | unreported) - unseen
         ready: list[Observation] = []
         taken: list[tuple[TrainJobRef, tuple[Evidence, ...]]] = []
         for ref in sorted(due):
@@ -168,11 +172,12 @@ async def watch_attempts(
             if outcome.is_terminal:
                 still_open.discard(ref)
             key = (outcome.state, outcome.cause, outcome.summary, gone)
-            if fresh or shown.get(ref) != key:
+            refused = tuple(verdicts.take_guard_records(ref[1]))
+            if fresh or refused or shown.get(ref) != key:
                 shown[ref] = key
                 rerun = verdicts.rerun(ref[1])
                 extra = (rerun,) if rerun is not None else ()
-                evidence = (*fresh, *extra)
+                evidence = (*fresh, *extra, *refused)
                 ready.append(Observation(refs[ref], outcome, evidence, observed_at=now, gone=gone))
         # retire before reporting: a consumer may stop iterating once it has the outcome
         candidates = recheck_retire | changed | due
@@ -214,6 +219,8 @@ async def _retire_due(
         if ref not in refs and ended and capture.take(ref):
             judge(capture, verdicts, ref, now, None)
         trainjob, deleted = capture.latest_trainjob(ref)
+        if not deleted:
+            verdicts.refusal_due(ref[1], trainjob, now)  # a refused resume, recorded
         why = None if deleted else verdicts.must_retire(ref[1], trainjob, now)
         if why is None:
             continue

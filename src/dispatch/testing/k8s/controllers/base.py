@@ -5,7 +5,12 @@ A :class:`Reconciler` names the resource types it watches and maps each change t
 (namespace, name) of the objects it owns the reconciliation of; ``reconcile(key)`` runs
 synchronously on the cluster's loop (so it sees a consistent store) and may return a delay in
 emulated seconds after which the key is reconciled again. Conflicts and other API errors from
-its own writes requeue the key: controllers are level-triggered, as the real ones.
+its own writes (a refusal by an admission webhook or policy included) are logged and requeue
+the key with a per-key exponential backoff, as controller-runtime's rate limiter does:
+controllers are level-triggered, as the real ones.
+
+Each controller writes as its own user (``user``: the ServiceAccount of its Deployment, or
+the kube-controller-manager controller's): admission webhooks and policies see who asks.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from dispatch.testing.k8s.errors import ApiError
 from dispatch.testing.k8s.meta import rfc3339, rfc3339_micro
+from dispatch.testing.k8s.rbac import UserInfo, service_account_user
 from dispatch.testing.k8s.resources import ResourceType
 from dispatch.testing.k8s.watch import Change
 
@@ -27,7 +33,19 @@ JsonObj = dict[str, Any]
 Key = tuple[str, str]
 log = logging.getLogger(__name__)
 MERGE = "application/merge-patch+json"
-RETRY_AFTER_ERROR = 1.0  # emulated seconds
+RETRY_AFTER_ERROR = 1.0  # emulated seconds before the first retry after an API error
+RETRY_AFTER_ERROR_MAX = 300.0  # the longest backoff (doubling from RETRY_AFTER_ERROR)
+
+
+def kube_controller(name: str) -> UserInfo:
+    """The user of kube-controller-manager's ``<name>-controller`` (its
+    ``--use-service-account-credentials`` ServiceAccount in kube-system)."""
+    return service_account_user("kube-system", f"{name}-controller")
+
+
+def error_backoff(failures: int) -> float:
+    """Emulated seconds before retrying a key after its ``failures``-th failure in a row."""
+    return float(min(RETRY_AFTER_ERROR * 2 ** max(failures - 1, 0), RETRY_AFTER_ERROR_MAX))
 
 
 class Reconciler:
@@ -36,12 +54,15 @@ class Reconciler:
 
     name = "reconciler"
     watches: tuple[tuple[str, str], ...] = ()  # (apiVersion, kind)
+    #: who this controller's writes are, to admission (None: the emulator itself)
+    user: UserInfo | None = None
 
     def __init__(self) -> None:
         self._cluster: Cluster | None = None
         self._timers: dict[Key, asyncio.TimerHandle | asyncio.Task[None]] = {}
         self._dirty: set[Key] = set()
         self._wake = asyncio.Event()
+        self._failures: dict[Key, int] = {}
 
     @property
     def cluster(self) -> Cluster:
@@ -103,10 +124,13 @@ class Reconciler:
 
     def _reconcile_one(self, key: Key) -> None:
         try:
-            after = self.reconcile(key)
+            with self.cluster.store.acting_as(self.user):
+                after = self.reconcile(key)
+            self._failures.pop(key, None)
         except ApiError as exc:
-            log.info("%s: %s/%s: %s; requeued", self.name, key[0], key[1], exc)
-            after = RETRY_AFTER_ERROR
+            failures = self._failures[key] = self._failures.get(key, 0) + 1
+            after = error_backoff(failures)
+            log.info("%s: %s/%s: %s; requeued in %ss", self.name, key[0], key[1], exc, after)
         if after is not None:
             self.enqueue(key, after)
 

@@ -29,7 +29,13 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dispatch.testing.k8s.controllers.base import Key, Reconciler, set_condition, write_status
+from dispatch.testing.k8s.controllers.base import (
+    Key,
+    Reconciler,
+    kube_controller,
+    set_condition,
+    write_status,
+)
 from dispatch.testing.k8s.meta import parse_rfc3339
 from dispatch.testing.k8s.selectors import LabelSelector
 from dispatch.testing.k8s.watch import Change
@@ -181,6 +187,7 @@ class DisruptionController(Reconciler):
     """Keeps every PodDisruptionBudget's status current (see the module docstring)."""
 
     name = "disruption"
+    user = kube_controller("disruption")
     watches = (PDB, ("v1", "Pod"))
 
     def keys(self, change: Change) -> Iterable[Key]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dispatch.testing.k8s.controllers.base import Key, Reconciler, write_status
+from dispatch.testing.k8s.rbac import service_account_user
 from dispatch.testing.k8s.watch import Change
 
 JsonObj = dict[str, Any]
@@ -145,6 +146,7 @@ class PodGroupController(Reconciler):
     """Writes PodGroup status from the pods of the group (module docstring)."""
 
     name = "podgroups"
+    user = service_account_user("scheduler-plugins", "scheduler-plugins-controller")
     watches = (("v1", "Pod"), (COSCHEDULING_API, "PodGroup"), (VOLCANO_API, "PodGroup"))
 
     def keys(self, change: Change) -> list[Key]:

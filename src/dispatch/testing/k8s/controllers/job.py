@@ -16,7 +16,8 @@
 * Terminal conditions are delayed as in 1.31+: ``FailureTarget`` / ``SuccessCriteriaMet``
   first, active pods deleted, then ``Failed`` / ``Complete`` once no pod is left running —
   which is when the crash-looping pods (and their evidence) are gone.
-* ``suspend`` deletes the active pods (``Suspended``: ``JobSuspended`` / ``JobResumed``).
+* ``suspend`` deletes the active pods (``Suspended``: ``JobSuspended`` / ``JobResumed``);
+  they are not failures (``deleteJobPods`` removes their tracking finalizer first).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dispatch.testing.k8s.controllers.base import (
     Reconciler,
     condition,
     is_true,
+    kube_controller,
     owner_keys,
     owner_ref,
     record_event,
@@ -103,6 +105,7 @@ class PodValidation:
 
 class JobController(Reconciler):
     name = "job"
+    user = kube_controller("job")
     watches = (("batch/v1", "Job"), ("v1", "Pod"))
 
     def install(self, cluster: Any) -> None:
@@ -164,6 +167,9 @@ class JobController(Reconciler):
                 if final == "Complete":
                     status["completionTime"] = rfc3339(now)
         elif spec.get("suspend"):
+            # the Job controller removes its tracking finalizer from the pods it deletes for a
+            # suspension (``deleteJobPods``), so they are never counted as failed
+            self._counted.setdefault(uid, set()).update(p["metadata"]["uid"] for p in active)
             self._delete(active)
             set_condition(
                 conds, "Suspended", "True", "JobSuspended", "Job suspended", now, probe_times=True

@@ -47,6 +47,7 @@ from dispatch.testing.k8s.controllers.base import (
 )
 from dispatch.testing.k8s.errors import ApiError, FieldError
 from dispatch.testing.k8s.meta import parse_rfc3339
+from dispatch.testing.k8s.rbac import service_account_user
 from dispatch.testing.k8s.watch import Change
 
 JsonObj = dict[str, Any]
@@ -86,6 +87,7 @@ class JobSetWebhook:
 
 class JobSetController(Reconciler):
     name = "jobset"
+    user = service_account_user("jobset-system", "jobset-controller-manager")
     watches = ((JOBSET_API, "JobSet"), ("batch/v1", "Job"))
 
     def install(self, cluster: Any) -> None:

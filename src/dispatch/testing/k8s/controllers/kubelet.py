@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from dispatch.testing.k8s.controllers.base import record_event, set_condition, write_status
 from dispatch.testing.k8s.errors import ApiError
 from dispatch.testing.k8s.meta import rfc3339
+from dispatch.testing.k8s.rbac import UserInfo
 from dispatch.testing.k8s.scenario import ENV_VAR, PodBehaviour, PodFacts, Scenario
 
 if TYPE_CHECKING:
@@ -237,7 +238,11 @@ class Kubelet:
             c["lastProbeTime"] = None
 
     def _write(self, pod: JsonObj, status: JsonObj) -> None:
-        write_status(self.cluster, self.cluster.rtype("v1", "Pod"), pod, status)
+        """Write a pod's status as its node's kubelet (``system:node:<node>``)."""
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        user = UserInfo(f"system:node:{node}", ("system:nodes", "system:authenticated"))
+        with self.cluster.store.acting_as(user):
+            write_status(self.cluster, self.cluster.rtype("v1", "Pod"), pod, status)
 
     def _start(self, key: Key, behaviour: PodBehaviour) -> bool:
         pod = self._get(key)

@@ -53,6 +53,7 @@ from dispatch.testing.k8s.controllers.kueue_queues import (
 )
 from dispatch.testing.k8s.controllers.kueue_scheduler import JOB_UID, KueueScheduler
 from dispatch.testing.k8s.meta import parse_rfc3339
+from dispatch.testing.k8s.rbac import service_account_user
 from dispatch.testing.k8s.watch import Change
 
 JsonObj = dict[str, Any]
@@ -68,6 +69,7 @@ RETRY_PRIORITY = 5.0
 
 class Kueue(Reconciler):
     name = "kueue"
+    user = service_account_user("kueue-system", "kueue-controller-manager")
     watches = (
         (TRAINER_API, "TrainJob"),
         (KUEUE_API, "Workload"),

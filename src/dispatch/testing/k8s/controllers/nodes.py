@@ -35,6 +35,7 @@ from typing import Any
 from dispatch.testing.k8s.controllers.base import (
     Key,
     Reconciler,
+    kube_controller,
     record_event,
     set_condition,
     write_status,
@@ -61,6 +62,7 @@ QUARANTINE = 40.0  # emulated seconds a missing node waits before its pods are c
 
 class NodeLifecycle(Reconciler):
     name = "node-lifecycle"
+    user = kube_controller("node-lifecycle")
     watches = (("v1", "Node"), ("v1", "Pod"))
 
     def __init__(

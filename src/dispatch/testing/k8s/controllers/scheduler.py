@@ -34,6 +34,7 @@ from dispatch.testing.k8s.controllers.placement import (
     pod_requests,
     take,
 )
+from dispatch.testing.k8s.rbac import UserInfo
 from dispatch.testing.k8s.watch import Change
 
 JsonObj = dict[str, Any]
@@ -53,6 +54,7 @@ def tolerates(pod: JsonObj, taint: JsonObj) -> bool:
 
 class Scheduler(Reconciler):
     name = "scheduler"
+    user = UserInfo("system:kube-scheduler", ("system:authenticated",))
     watches = (
         ("v1", "Pod"),
         ("v1", "Node"),

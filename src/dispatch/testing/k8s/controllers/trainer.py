@@ -44,6 +44,7 @@ from dispatch.testing.k8s.controllers.ssh_keys import with_generated_keys
 from dispatch.testing.k8s.controllers.trainer_webhook import TrainerWebhook
 from dispatch.testing.k8s.errors import ApiError
 from dispatch.testing.k8s.meta import parse_rfc3339
+from dispatch.testing.k8s.rbac import service_account_user
 from dispatch.testing.k8s.watch import Change
 
 JsonObj = dict[str, Any]
@@ -61,6 +62,7 @@ def _finished(tj: JsonObj) -> bool:
 
 class TrainerController(Reconciler):
     name = "trainer"
+    user = service_account_user("kubeflow-system", "kubeflow-trainer-controller-manager")
     watches = ((TRAINER_API, "TrainJob"), (JOBSET_API, "JobSet"))
 
     def __init__(self, *, webhooks: bool = True) -> None:

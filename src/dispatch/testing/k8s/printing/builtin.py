@@ -300,4 +300,44 @@ BUILTIN: dict[tuple[str, str], Printer] = {
             ("clusterrolebindings", "clusterRoleBinding"),
         )
     },
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): Printer(
+        _cols(
+            (
+                "Webhooks",
+                "Webhooks indicates the number of webhooks registered in this configuration",
+                "integer",
+            ),
+            ("Age", ""),
+        ),
+        _simple(lambda o: len(o.get("webhooks") or [])),
+    ),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicies"): Printer(
+        _cols(
+            (
+                "Validations",
+                "Validations indicates the number of validation rules defined in this configuration",
+                "integer",
+            ),
+            (
+                "ParamKind",
+                "ParamKind specifies the kind of resources used to parameterize this policy",
+            ),
+            ("Age", ""),
+        ),
+        _simple(lambda o: len(c.dig(o, "spec", "validations") or []), c.param_kind),
+    ),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"): Printer(
+        _cols(
+            (
+                "PolicyName",
+                "PolicyName indicates the policy definition which the policy binding binded to",
+            ),
+            (
+                "ParamRef",
+                "ParamRef indicates the param resource which sets the configration param",
+            ),
+            ("Age", ""),
+        ),
+        _simple(lambda o: str(c.dig(o, "spec", "policyName") or ""), c.param_ref),
+    ),
 }

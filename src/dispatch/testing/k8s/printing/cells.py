@@ -396,3 +396,21 @@ def binding_cells(obj: JsonObj, now: float) -> list[Any]:
         named("Group"),
         accounts,
     ]
+
+
+def param_kind(policy: JsonObj) -> str:
+    """A ValidatingAdmissionPolicy's ``ParamKind`` cell (``<unset>`` without one)."""
+    kind = dig(policy, "spec", "paramKind")
+    if not isinstance(kind, dict):
+        return "<unset>"
+    return f"{kind.get('apiVersion', '')}/{kind.get('kind', '')}"
+
+
+def param_ref(binding: JsonObj) -> str:
+    """A ValidatingAdmissionPolicyBinding's ``ParamRef`` cell: ``namespace/name``, ``*/name``
+    for a cluster-wide or namespace-less reference, ``<unset>`` without one."""
+    ref = dig(binding, "spec", "paramRef")
+    if not isinstance(ref, dict):
+        return "<unset>"
+    name = ref.get("name") or "*"
+    return f"{ref['namespace']}/{name}" if ref.get("namespace") else f"*/{name}"
