@@ -6,14 +6,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 
-.PHONY: demo test setup setup-demo setup-slurm setup-postgres lint unit dist clean
+.PHONY: demo test setup setup-demo setup-slurm setup-postgres setup-chromium lint unit dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
 setup: $(BIN)/python
-	$(PIP) install --quiet -c constraints.txt -e '.[dev,kubeflow,torch,postgres]'
+	$(PIP) install --quiet -c constraints.txt -e '.[dev,kubeflow,torch,postgres,ui]'
 
 # PyTorch for the demo: the CPU build from PyTorch's CPU index where that answers within a few
 # seconds (TORCH_CPU_INDEX= skips the check), else from pip's configured indexes; pip's own
@@ -47,7 +47,11 @@ setup-slurm:
 setup-postgres:
 	scripts/install-postgres.sh
 
-unit: setup setup-slurm setup-postgres
+# The web UI's browser tests drive a headless Chromium (Debian's package, as root).
+setup-chromium:
+	scripts/install-chromium.sh
+
+unit: setup setup-slurm setup-postgres setup-chromium
 	$(BIN)/pytest -q
 
 test: lint unit

@@ -16,8 +16,10 @@ tests/dumps), ``dumps`` (``dispatch diagnose`` time and memory on 5 and 50 MB du
 (simulator, emulator faults, fuzzing), ``sim`` (simulator throughput), ``emulator``
 (emulator throughput), ``team`` (3 supervisors over PostgreSQL with kills and database
 restarts, and the records' throughput on PostgreSQL and SQLite; needs PostgreSQL), ``admission``
-(`dispatch admission serve` answering AdmissionReviews open loop over HTTPS). A benchmark whose requirement is missing is recorded as skipped,
-with the reason.
+(`dispatch admission serve` answering AdmissionReviews open loop over HTTPS), ``ui`` (`dispatch
+ui` over N jobs: the jobs page's load in headless Chromium, and how soon a job's end shows on
+an open page; needs chromium and the ui extra). A benchmark whose requirement is missing is
+recorded as skipped, with the reason.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from bench import machine, report
 ROOT = Path(__file__).resolve().parents[1]
 ALL = (
     "scale", "causes", "dumps", "local", "slurm", "reliability", "sim", "emulator", "team",
-    "admission",
+    "admission", "ui",
 )  # fmt: skip
 
 #: sizes: (quick, default)
@@ -68,6 +70,8 @@ SIZES: dict[str, tuple[Any, Any]] = {
     "teamThroughputJobs": (100, 500),
     #: the guard's webhook server: seconds of AdmissionReviews at 200 per second
     "admissionSeconds": (5.0, 60.0),
+    #: jobs in the records under `dispatch ui`
+    "uiJobs": (500, 5000),
 }
 
 
@@ -204,6 +208,13 @@ def run_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
         from bench import admission
 
         return admission.run(rate=200.0, seconds=size(args, "admissionSeconds"))
+    if name == "ui":
+        missing = [m for m in ("aiohttp", "jinja2", "pygal", "playwright") if not _has(m)]
+        if missing:
+            return {"skipped": f"{', '.join(missing)} not installed (pip install -e '.[ui,dev]')"}
+        from bench import ui
+
+        return ui.run(size(args, "uiJobs"))
     raise ValueError(name)
 
 

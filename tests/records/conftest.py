@@ -3,7 +3,6 @@ real server started for the session from Debian's binaries, on loopback)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,19 +10,7 @@ import pytest
 
 from dispatch.clock import CountingIds, ManualClock
 from dispatch.records import Records, open_records
-from dispatch.testing.postgres import PostgresServer, PostgresUnavailable, find_bin_dir
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[PostgresServer]:
-    try:
-        bin_dir = find_bin_dir()
-    except PostgresUnavailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but PostgreSQL cannot be started: {exc}")
-        pytest.skip(str(exc))
-    with PostgresServer(bin_dir=bin_dir) as server:
-        yield server
+from dispatch.testing.postgres import PostgresServer
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

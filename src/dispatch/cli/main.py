@@ -29,6 +29,7 @@ VERBS = (
     "admission",
     "diagnose",
     "supervise",
+    "ui",
     "sim",
     "emulator",
     "version",
