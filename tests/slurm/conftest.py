@@ -3,6 +3,11 @@
 Without Slurm installed (or not as root) the real-Slurm tests are skipped with the reason,
 except in CI (``CI=true``), where a missing Slurm fails them: CI installs it
 (``scripts/install-slurm.sh``).
+
+``DISPATCH_SLURM_PREFIX=/opt/slurm-24.11`` runs the same tests on a Slurm built from source
+(``scripts/build-slurm-from-source.sh``): the session puts its ``bin`` and ``sbin`` first on
+``PATH``, for the daemons, the adapter's commands and the jobs. Tests that need that build
+use ``built_slurm`` and are skipped without it (CI has Debian's 22.05 only).
 """
 
 from __future__ import annotations
@@ -35,11 +40,27 @@ def real_slurm() -> Iterator[realslurm.RealSlurm]:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true but a real Slurm cannot be started: {reason}")
         pytest.skip(reason)
-    cluster = realslurm.start(tag=f"d{os.getpid() % 1000}")
-    try:
-        yield cluster
-    finally:
-        realslurm.stop(cluster)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", realslurm.search_path())
+        cluster = realslurm.start(tag=f"d{os.getpid() % 1000}")
+        try:
+            yield cluster
+        finally:
+            realslurm.stop(cluster)
+
+
+@pytest.fixture
+def built_slurm(request: pytest.FixtureRequest) -> Path:
+    """The install folder of the Slurm built from source that the session's cluster runs;
+    skipped when ``DISPATCH_SLURM_PREFIX`` is unset or names no build."""
+    chosen = realslurm.prefix()
+    if chosen is None:
+        pytest.skip(
+            f"needs a Slurm built from source: {realslurm.PREFIX_VARIABLE} is unset "
+            "(build one with scripts/build-slurm-from-source.sh)"
+        )
+    request.getfixturevalue("real_slurm")  # skips, with the reason, when the build is missing
+    return chosen
 
 
 @pytest.fixture

@@ -5,6 +5,11 @@ key); daemons listen on free loopback ports chosen at start, and the node names 
 per-run tag so that two runs on one machine do not share cgroups or job ids. Needs root (the
 daemons run as root, munged as the ``munge`` user) and the Debian packages ``slurm-wlm`` and
 ``munge`` (``scripts/install-slurm.sh``).
+
+``DISPATCH_SLURM_PREFIX`` names a Slurm built from source instead
+(``scripts/build-slurm-from-source.sh``, e.g. ``/opt/slurm-24.11``): its ``bin`` and ``sbin``
+then come first on ``PATH`` for the daemons, the tests' commands and the jobs (the session
+fixture sets it). munged is the system's either way.
 """
 
 from __future__ import annotations
@@ -24,11 +29,29 @@ from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "data"
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "sinfo")
+#: names the install folder of a Slurm built from source; unset: the Slurm on PATH
+PREFIX_VARIABLE = "DISPATCH_SLURM_PREFIX"
+
+
+def prefix() -> Path | None:
+    """The Slurm build ``DISPATCH_SLURM_PREFIX`` names, or None (the Slurm on ``PATH``)."""
+    value = os.environ.get(PREFIX_VARIABLE, "").strip()
+    return Path(value) if value else None
+
+
+def search_path() -> str:
+    """``PATH`` with the prefix's ``bin`` and ``sbin`` first (``PATH`` itself without one)."""
+    path = os.environ.get("PATH", os.defpath)
+    chosen = prefix()
+    if chosen is None:
+        return path
+    first = [str(chosen / "bin"), str(chosen / "sbin")]
+    return os.pathsep.join([*first, *(p for p in path.split(os.pathsep) if p not in first)])
 
 
 def missing_binaries() -> list[str]:
     """Programs the real-Slurm tests need that are not installed."""
-    found = [b for b in BINARIES if shutil.which(b) is None]
+    found = [b for b in BINARIES if shutil.which(b, path=search_path()) is None]
     try:
         pwd.getpwnam("munge")
     except KeyError:
@@ -38,6 +61,12 @@ def missing_binaries() -> list[str]:
 
 def why_unavailable() -> str | None:
     """Why a real Slurm cannot be started here, or None when it can."""
+    chosen = prefix()
+    if chosen is not None and not (chosen / "sbin" / "slurmctld").is_file():
+        return (
+            f"{PREFIX_VARIABLE}={chosen} holds no Slurm build (no sbin/slurmctld); build one "
+            "with scripts/build-slurm-from-source.sh, or unset it to use the installed Slurm"
+        )
     missing = missing_binaries()
     if missing:
         return (
@@ -70,7 +99,7 @@ class RealSlurm:
 
     @property
     def env(self) -> dict[str, str]:
-        return {"SLURM_CONF": str(self.conf)}
+        return {"SLURM_CONF": str(self.conf), "PATH": search_path()}
 
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

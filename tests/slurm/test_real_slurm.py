@@ -15,6 +15,7 @@ import pytest
 
 from dispatch.adapters.base import AdapterContext, Holder, OutputReader
 from dispatch.adapters.slurm import SlurmAdapter
+from dispatch.adapters.slurm import commands as cmd
 from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.adapters.slurm.transport import CommandResult, ProcessRunner, Transport
 from dispatch.clock import SystemClock
@@ -246,17 +247,18 @@ def test_watch_asks_once_per_cycle_for_all_jobs(
     adapter, runner = recording_adapter(slurm_cluster, tmp_path, clock)
     jobs = [make_job(f"many{i}", nodes=1, command=["sleep", "1"]) for i in range(3)]
 
-    async def scenario() -> list[Observation]:
+    async def scenario() -> tuple[list[Observation], list[str]]:
         handles = [await adapter.start(job, 1) for job in jobs]
-        await adapter.facts()
+        facts = await adapter.facts()
         runner.argvs.clear()
-        return [seen async for seen in adapter.watch(handles)]
+        seen = [seen async for seen in adapter.watch(handles)]
+        return seen, cmd.build_squeue_json_command(facts.json_argument)
 
-    seen = run(scenario())
+    seen, states = run(scenario())
     assert {s.handle.job_id for s in seen if s.state is State.SUCCEEDED} == {j.id for j in jobs}
     cycles = clock.sleeps + 1
     assert cycles >= 2
-    assert runner.argvs == [["squeue", "--json"]] * cycles
+    assert runner.argvs == [states] * cycles
 
 
 def test_two_supervisors_starting_one_attempt_converge_on_one_job(

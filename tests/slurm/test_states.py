@@ -16,7 +16,9 @@ from dispatch.adapters.slurm.states import (
 from dispatch.model import TERMINAL_STATES, Cause, State
 
 #: Every value of ``job_state`` in the v0.0.41 OpenAPI schema (Slurm 24.05, SchedMD/slurm
-#: testsuite/python/data/openapi_specs/openapi_spec_v41.json, ``v0.0.41_job_state``).
+#: testsuite/python/data/openapi_specs/openapi_spec_v41.json, ``v0.0.41_job_state``); v0.0.42
+#: (Slurm 24.11, src/plugins/data_parser/v0.0.42/parsers.c, the JOB_STATE flag array) has
+#: the same names.
 SCHEMA_JOB_STATES = [
     "PENDING",
     "RUNNING",

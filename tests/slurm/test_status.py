@@ -85,10 +85,25 @@ def test_real_slurm_is_reported_missing_without_its_programs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PATH", "")
+    monkeypatch.delenv(realslurm.PREFIX_VARIABLE, raising=False)
     reason = realslurm.why_unavailable()
     assert reason is not None
     assert "slurmctld" in reason
     assert "install-slurm.sh" in reason
+
+
+def test_a_prefix_without_a_slurm_build_is_reported(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(realslurm.PREFIX_VARIABLE, str(tmp_path / "slurm-99.11"))
+    reason = realslurm.why_unavailable()
+    assert reason is not None
+    assert f"DISPATCH_SLURM_PREFIX={tmp_path / 'slurm-99.11'} holds no Slurm build" in reason
+    assert "build-slurm-from-source.sh" in reason
+    assert realslurm.search_path().split(":")[:2] == [
+        str(tmp_path / "slurm-99.11" / "bin"),
+        str(tmp_path / "slurm-99.11" / "sbin"),
+    ]
 
 
 def test_an_id_that_is_not_a_number_is_never_looked_up_nor_found() -> None:
@@ -99,3 +114,26 @@ def test_an_id_that_is_not_a_number_is_never_looked_up_nor_found() -> None:
     assert all("rm" not in " ".join(argv) for argv in runner.asked)
     alone = asyncio.run(reader.snapshot(["not-a-job"]))
     assert (alone.jobs, alone.asked) == ({}, ())
+
+
+def test_with_accounting_a_pending_job_is_asked_to_squeue_too() -> None:
+    """24.11's sacct keeps a held job's submission reason (None); squeue says JobHeldUser."""
+    with_dbd = replace(
+        facts("24.11"),
+        config={**facts("24.11").config, "AccountingStorageType": "accounting_storage/slurmdbd"},
+    )
+    sacct = recorded("sacct-24.11.txt")
+    ids = {line.split("|")[1]: line.split("|")[0] for line in sacct.splitlines()}
+    held, done = ids["dispatch-held-a1"], ids["dispatch-ok-a1"]
+    runner = RecordedRunner({"sacct": (0, sacct), "squeue": (0, recorded("squeue-24.11.json"))})
+    reader = StatusReader(runner, with_dbd, "auto")
+    snapshot = asyncio.run(reader.snapshot([held, done]))
+    assert snapshot.asked == (Source.SACCT, Source.SQUEUE)
+    assert runner.asked[1] == ["squeue", "--states=all", "--json=v0.0.42"]
+    assert (snapshot.jobs[held].source, snapshot.jobs[held].reason) == (
+        Source.SQUEUE,
+        "JobHeldUser",
+    )
+    assert snapshot.jobs[done].source is Source.SACCT
+    alone = asyncio.run(reader.snapshot([done]))
+    assert alone.asked == (Source.SACCT,)  # an ended job: one command

@@ -20,6 +20,10 @@ from typing import Any
 
 import pytest
 
+from dispatch.adapters.slurm.commands import (
+    build_json_formats_command,
+    build_squeue_json_command,
+)
 from dispatch.clock import RandomIds, SystemClock
 from dispatch.config import ClusterConfig
 from dispatch.model import Cause, State, parse_spec
@@ -119,9 +123,16 @@ def test_failed_attempts_are_retried_as_attempt_2_which_succeeds(
     assert flaky_failure is not None and flaky_failure.first_failure is not None
     assert (flaky_failure.first_failure.exit_code, flaky_failure.first_failure.rank) == (3, 1)
     # supervised through the cluster's watch stream: job states are read for all jobs at once
-    # (name lookups belong to start, which finds an attempt's Slurm job again)
-    reads = [a for a in runner.argvs if a[0] == "squeue" and not any("--name" in x for x in a)]
-    assert reads and all(argv == ["squeue", "--json"] for argv in reads)
+    # (name lookups belong to start, which finds an attempt's Slurm job again; the formats
+    # listing to the probe)
+    listing = build_json_formats_command()
+    reads = [
+        a
+        for a in runner.argvs
+        if a[0] == "squeue" and not any("--name" in x for x in a) and a != listing
+    ]
+    states = build_squeue_json_command(run(slurm.facts()).json_argument)
+    assert reads and all(argv == states for argv in reads)
     per_job = [
         a for a in runner.argvs if a[0] == "sacct" or a[1:4] == ["--oneliner", "show", "job"]
     ]

@@ -23,6 +23,7 @@ from dispatch.adapters.base import AdapterContext
 from dispatch.adapters.secrets import HIDDEN
 from dispatch.adapters.slurm import commands as cmd
 from dispatch.adapters.slurm.evidence import job_evidence, output_evidence
+from dispatch.adapters.slurm.formats import JSON_CHOICE_SINCE, parse_formats_output
 from dispatch.adapters.slurm.native import SlurmJob, Source
 from dispatch.adapters.slurm.output import BatchOutput, parse_batch_output
 from dispatch.adapters.slurm.parsers import (
@@ -117,7 +118,8 @@ class SlurmAdapter:
     # --- capabilities and plan -------------------------------------------------------------
 
     async def facts(self) -> ClusterFacts:
-        """The installation's facts, probed once (four commands) and cached."""
+        """The installation's facts, probed once (four commands, five from Slurm 23.02: the
+        JSON formats offered) and cached."""
         if self._facts is None:
             outputs = []
             for argv in (
@@ -128,11 +130,19 @@ class SlurmAdapter:
             ):
                 outputs.append(await self._checked(argv, "probe the Slurm installation"))
             try:
+                version = parse_version_output(outputs[0])
+                formats: tuple[str, ...] = ()
+                if version >= JSON_CHOICE_SINCE:
+                    listed = await self._checked(
+                        cmd.build_json_formats_command(), "list Slurm's JSON formats"
+                    )
+                    formats = parse_formats_output(listed)
                 self._facts = ClusterFacts(
-                    version=parse_version_output(outputs[0]),
+                    version=version,
                     config=parse_config_output(outputs[1]),
                     partitions=parse_partitions_output(outputs[2]),
                     nodes=parse_nodes_output(outputs[3]),
+                    json_formats=formats,
                 )
             except (SlurmOutputError, ValueError) as exc:
                 raise SchedulerUnavailable(f"unreadable Slurm configuration: {exc}") from None

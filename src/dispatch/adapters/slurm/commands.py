@@ -25,12 +25,20 @@ def build_sbatch_command(*, hold: bool = False, export: Sequence[str] = ()) -> l
     return ["sbatch", "--parsable", *(["--hold"] if hold else []), f"--export={names}"]
 
 
-def build_squeue_json_command() -> list[str]:
-    """Every job the controller still knows (finished ones for MinJobAge), as JSON.
+def build_squeue_json_command(data_parser: str | None = None) -> list[str]:
+    """Every job the controller still knows (finished ones for MinJobAge), as JSON in the
+    format ``data_parser`` (``v0.0.42``; None: the release's own, before 23.02).
 
-    One query for all watched jobs: ``squeue --json`` ignores job filters in 22.05 anyway.
+    One query for all watched jobs. 22.05 ignores every filter with ``--json``; from 23.02
+    on squeue applies them, and without ``--states=all`` it would leave out finished jobs.
     """
-    return ["squeue", "--json"]
+    json = "--json" if data_parser is None else f"--json={data_parser}"
+    return ["squeue", "--states=all", json]
+
+
+def build_json_formats_command() -> list[str]:
+    """The JSON formats (data_parser plugins) this build offers, one a line (23.02+)."""
+    return ["squeue", "--json=list"]
 
 
 def build_squeue_name_command(name: str) -> list[str]:

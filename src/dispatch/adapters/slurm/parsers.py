@@ -2,7 +2,8 @@
 
 Each ``parse_*_output(text)`` takes exactly what the command printed (recorded samples live in
 ``tests/slurm/recorded``) and raises ``SlurmOutputError`` for text it cannot read. JSON shapes
-differ between Slurm versions (data_parser v0.0.38 in 22.05, v0.0.40+ from 23.11): both are read.
+differ between Slurm versions (data_parser v0.0.38 in 22.05, v0.0.40+ from 23.11): the formats
+read are ``formats.JSON_FORMATS``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from dispatch.adapters.slurm.formats import JSON_FORMATS, format_name, unknown_format_message
 from dispatch.adapters.slurm.native import (
     BASE_STATE_NAMES,
     ExitStatus,
@@ -61,7 +63,8 @@ def parse_squeue_names_output(text: str) -> list[SlurmJob]:
 
 
 def parse_squeue_json_output(text: str) -> list[SlurmJob]:
-    """Jobs in ``squeue --json`` output, data_parser v0.0.38 (22.05) or v0.0.40+ (23.11+).
+    """Jobs in ``squeue --json`` (or ``scontrol show job --json``) output, in one of
+    ``JSON_FORMATS``; another format (named in ``meta``) is a ``SlurmOutputError``.
 
     v0.0.38 prints ``job_state`` as a word, exit codes as raw wait statuses (768 = exit 3)
     and times as integers; v0.0.40+ prints ``job_state`` as a list (base state and flags),
@@ -73,16 +76,27 @@ def parse_squeue_json_output(text: str) -> list[SlurmJob]:
         raise SlurmOutputError(f"squeue --json printed invalid JSON: {exc}") from None
     if not isinstance(document, Mapping) or not isinstance(document.get("jobs"), list):
         raise SlurmOutputError("squeue --json printed no 'jobs' list")
+    found = format_name(_json_plugin(document))
+    if found and found not in JSON_FORMATS:
+        raise SlurmOutputError(unknown_format_message(found))
     return [_squeue_job(raw) for raw in document["jobs"] if isinstance(raw, Mapping)]
 
 
 def squeue_json_version(text: str) -> str:
-    """The data_parser plugin named in ``meta`` (e.g. ``openapi/v0.0.38``), or ``""``."""
+    """The data_parser version named in ``meta`` (e.g. ``v0.0.38``), or ``""``."""
     try:
-        meta = json.loads(text).get("meta") or {}
-    except (json.JSONDecodeError, AttributeError):
+        document = json.loads(text)
+    except json.JSONDecodeError:
         return ""
-    plugin = meta.get("plugin") or {}
+    return format_name(_json_plugin(document)) if isinstance(document, Mapping) else ""
+
+
+def _json_plugin(document: Mapping[str, Any]) -> str:
+    """``meta.plugin.data_parser`` (23.02+) or ``meta.plugin.type`` (22.05)."""
+    meta = document.get("meta")
+    plugin = meta.get("plugin") if isinstance(meta, Mapping) else None
+    if not isinstance(plugin, Mapping):
+        return ""
     return str(plugin.get("data_parser") or plugin.get("type") or "")
 
 

@@ -1,8 +1,11 @@
 """What a Slurm installation offers, parsed from its own tools, and what that means for a spec.
 
 ``ClusterFacts`` is built from four outputs (``sinfo --version``, ``scontrol show config``,
-``scontrol -o show partition``, ``scontrol -o show node``). ``answers`` and ``refusals`` are
-pure functions of the facts (and a spec), each with its reason. No I/O.
+``scontrol -o show partition``, ``scontrol -o show node``), and from 23.02 on a fifth:
+``squeue --json=list``, the JSON formats (data_parser versions) the build offers. The status
+reads use the newest of those that dispatch reads (``formats``); an installation offering
+none is refused (``slurm-json-format``). ``answers`` and ``refusals`` are pure
+functions of the facts (and a spec), each with its reason. No I/O.
 """
 
 from __future__ import annotations
@@ -11,12 +14,21 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from dispatch.adapters.slurm.formats import (
+    JSON_CHOICE_SINCE,
+    chosen_format,
+    format_refusal,
+    offered_formats,
+)
 from dispatch.adapters.slurm.native import expand_hostlist
 from dispatch.adapters.slurm.parsers import SlurmOutputError, parse_key_values
 from dispatch.adapters.slurm.script import layout
 from dispatch.model import Capability, JobSpec, Reason
 
 NO_ACCOUNTING = "accounting_storage/none"
+#: how ``scontrol show config`` shows that there is no accounting: 22.05 names the plugin,
+#: 24.11 (which reads that setting as "unset") prints ``(null)``
+NO_ACCOUNTING_SHOWN = frozenset({"", "(null)", NO_ACCOUNTING})
 JOBCOMP_FILE = "jobcomp/filetxt"
 
 
@@ -45,6 +57,8 @@ class ClusterFacts:
     config: Mapping[str, str]
     partitions: tuple[Partition, ...]
     nodes: tuple[Node, ...]
+    #: what ``squeue --json=list`` listed (23.02 and later; empty before)
+    json_formats: tuple[str, ...] = ()
 
     @property
     def version_text(self) -> str:
@@ -57,7 +71,7 @@ class ClusterFacts:
 
     @property
     def has_accounting(self) -> bool:
-        return self.accounting_storage not in ("", NO_ACCOUNTING)
+        return self.accounting_storage not in NO_ACCOUNTING_SHOWN
 
     @property
     def jobcomp_file(self) -> str | None:
@@ -67,8 +81,24 @@ class ClusterFacts:
         return None
 
     @property
+    def offered_json_formats(self) -> tuple[str, ...]:
+        """The ``squeue --json`` formats this installation can print (oldest first)."""
+        return offered_formats(self.version, self.json_formats)
+
+    @property
+    def json_format(self) -> str | None:
+        """The newest offered format that dispatch reads; None when there is none."""
+        return chosen_format(self.offered_json_formats)
+
+    @property
+    def json_argument(self) -> str | None:
+        """What ``squeue --json=`` is given; None where ``--json`` takes no argument."""
+        return self.json_format if self.version >= JSON_CHOICE_SINCE else None
+
+    @property
     def has_squeue_json(self) -> bool:
-        return self.version >= (21, 8, 0)
+        """Whether job states are read with ``squeue --json`` (else ``scontrol show job``)."""
+        return self.json_format is not None
 
     def partition(self, name: str | None) -> Partition | None:
         """The named partition, or the default one when ``name`` is None."""
@@ -86,6 +116,11 @@ def parse_version_output(text: str) -> tuple[int, int, int]:
     if not match:
         raise SlurmOutputError(f"no Slurm version in {text.strip()[:100]!r}")
     return (int(match.group(1)), int(match.group(2)), int(match.group(3)))
+
+
+def json_refusal(facts: ClusterFacts) -> Reason | None:
+    """Why dispatch refuses this installation's JSON output (``formats.format_refusal``)."""
+    return format_refusal(facts.version, facts.version_text, facts.offered_json_formats)
 
 
 def parse_config_output(text: str) -> dict[str, str]:
@@ -168,8 +203,13 @@ def parse_nodes_output(text: str) -> tuple[Node, ...]:
 
 def answers(facts: ClusterFacts, accounting_mode: str) -> tuple[Capability, ...]:
     """The cluster's yes/no answers, each with the reason."""
+    refused = json_refusal(facts)
     found = [
-        Capability("slurm", True, f"Slurm {facts.version_text} (sinfo --version)"),
+        Capability(
+            "slurm",
+            refused is None,
+            refused.message if refused is not None else _version_reason(facts),
+        ),
         Capability(
             "accounting",
             uses_sacct(facts, accounting_mode),
@@ -204,6 +244,16 @@ def answers(facts: ClusterFacts, accounting_mode: str) -> tuple[Capability, ...]
     return tuple(found)
 
 
+def _version_reason(facts: ClusterFacts) -> str:
+    reason = f"Slurm {facts.version_text} (sinfo --version)"
+    if facts.json_argument is not None:
+        offered = ", ".join(facts.offered_json_formats)
+        return f"{reason}; squeue --json={facts.json_argument} (offered: {offered})"
+    if facts.json_format is not None:
+        return f"{reason}; squeue --json prints data_parser {facts.json_format}"
+    return f"{reason}; no squeue --json before 21.08: scontrol show job"
+
+
 def uses_sacct(facts: ClusterFacts, accounting_mode: str) -> bool:
     if accounting_mode == "none":
         return False
@@ -222,7 +272,16 @@ def _accounting_reason(facts: ClusterFacts, accounting_mode: str) -> str:
 
 
 def refusals(facts: ClusterFacts, spec: JobSpec, partition_name: str | None) -> tuple[Reason, ...]:
-    """Every reason this spec cannot run in this partition (empty when it can)."""
+    """Every reason this spec cannot run in this partition (empty when it can); an
+    installation whose JSON format dispatch does not read is refused whatever the spec."""
+    refused = json_refusal(facts)
+    found = _spec_refusals(facts, spec, partition_name)
+    return (refused, *found) if refused is not None else found
+
+
+def _spec_refusals(
+    facts: ClusterFacts, spec: JobSpec, partition_name: str | None
+) -> tuple[Reason, ...]:
     partition = facts.partition(partition_name)
     if partition is None:
         known = ", ".join(p.name for p in facts.partitions) or "none"

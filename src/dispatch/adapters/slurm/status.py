@@ -1,10 +1,11 @@
 """One status query per poll cycle, for every watched job at once.
 
 With accounting: ``sacct --jobs=<all ids>`` (jobs and steps). Without it, or for jobs sacct
-does not list yet: ``squeue --json`` (every job the controller still holds, finished ones
-for MinJobAge), or ``scontrol show job`` before 21.08; jobs the controller has forgotten are
-looked up in the ``jobcomp/filetxt`` file. A cycle therefore runs at most three commands,
-however many jobs are watched.
+does not list yet or lists as PENDING (its reason may be stale): ``squeue --json`` in the
+format the probe chose (every job the controller still holds, finished ones for MinJobAge),
+or ``scontrol show job`` before 21.08 and where dispatch reads none of the JSON formats
+offered; jobs the controller has forgotten are looked up in the ``jobcomp/filetxt`` file. A
+cycle therefore runs at most three commands, however many jobs are watched.
 """
 
 from __future__ import annotations
@@ -61,11 +62,14 @@ class StatusReader:
             result = await self.runner.run(build_sacct_command(wanted))
             if result.ok:
                 found.update(self._keep(self._parse(parse_sacct_output, result.stdout), wanted))
-        missing = [j for j in wanted if j not in found]
+        # the database keeps a pending job's reason from its submission, not a later hold
+        # (24.11's sacct says None for a job squeue shows JobHeldUser): ask the controller
+        missing = [j for j in wanted if j not in found or found[j].state == "PENDING"]
         if missing:
             if self.facts.has_squeue_json:
                 asked.append(Source.SQUEUE)
-                result = await self.runner.run(build_squeue_json_command())
+                command = build_squeue_json_command(self.facts.json_argument)
+                result = await self.runner.run(command)
                 parser = parse_squeue_json_output
             else:
                 asked.append(Source.SCONTROL)
