@@ -64,6 +64,17 @@ def _scale(found: dict[str, Any]) -> list[str]:
             "there), so a larger N would measure this machine, not the SDK.",
             "",
         ]
+    if found.get("sdkOnly"):
+        sdk_only = found["sdkOnly"]
+        sizes = ", ".join(f"{n:,}" for n in sdk_only["jobs"])
+        lines += [
+            f"N = {sizes}: the SDK on its own run (one polling thread per job), killed after "
+            f"{sdk_only['deadline']:g} real s if it has not finished; a row killed there says "
+            "where it stopped answering (below the table). Run alone: `python bench/run.py "
+            "--only scale --merge --scale-tools sdk --scale-jobs --scale-dispatch-only "
+            f"--scale-longer --scale-submission --scale-sdk-only {sizes.replace(',', '')}`.",
+            "",
+        ]
     reruns = [r for r in found["rows"] if "rerun" in r]
     rows = []
     for r in found["rows"]:
@@ -120,11 +131,84 @@ def _scale(found: dict[str, Any]) -> list[str]:
             )
         if r["tool"] == "sdk" and "said" in r:
             lines.append(f"- {_run_of(r)}: the waiters said {r['said']}; lost {r['lost']}")
-    lines += ["", "Issue 10's targets for dispatch, judged from the rows above:", ""]
-    for j in targets.judge(found["rows"]):
+        if r["tool"] == "sdk" and "stopped" in r:
+            point = targets.stopping_point(r["stopped"], r["jobs"])
+            lines.append(f"- {_run_of(r)}: stopped answering: {point}")
+            returned = ", ".join(f"{n:,} by {s:g} s" for s, n in r["stopped"]["returned"])
+            lines.append(f"  - waiters returned (seconds after go, the child's clock): {returned}")
+    lines.append("")
+    lines += _submission(found.get("submission") or [])
+    if "submission" in found:  # a run with issue 31's rows: its targets
+        judged = targets.judge_issue31(found["rows"], found["submission"])
+        title = "Issue 31's targets (they replace issue 10's where they overlap), judged"
+    else:  # results recorded before issue 31's rows existed
+        judged = targets.judge(found["rows"])
+        title = "Issue 10's targets for dispatch, judged"
+    lines += [f"{title} from the rows above:", ""]
+    for j in judged:
         verdict = {True: "met", False: "**not met**", None: "not judged"}[j.met]
-        lines.append(f"- {j.target}: {verdict} ({j.measured})")
+        measured = j.measured.removeprefix("not judged: ") if j.met is None else j.measured
+        lines.append(f"- {j.target}: {verdict} ({measured})")
     lines += ["", "Where a target is not met, bench/README.md gives the profile that explains it."]
+    return [*lines, ""]
+
+
+def _submission(rows: list[dict[str, Any]]) -> list[str]:
+    """The submission rows: dispatch starting N jobs with the emulator answering 429."""
+    if not rows:
+        return []
+    lines = [
+        "### Submission under overload (`bench/scale_submission.py`)",
+        "",
+        "dispatch starts N jobs (up to 32 ticked at once, 32 requests in flight) while the "
+        "emulator's API Priority and Fairness is configured below that load and answers 429 "
+        "with Retry-After, as kube-apiserver does. Submission: the first TrainJob created to "
+        "the last, in the store. 429s: the requests the emulator rejected (not among the "
+        "requests served).",
+        "",
+    ]
+    table = []
+    for r in rows:
+        limit = (r.get("flowControl") or {}).get("text", "—")
+        if "error" in r:
+            table.append([r["jobs"], limit, f"not finished: {r['error'][:120]}"] + [None] * 6)
+            continue
+        table.append(
+            [
+                r["jobs"],
+                limit,
+                r["submissionSeconds"],
+                r.get("throttled"),
+                r["requests"],
+                r["requestsPerJob"],
+                r.get("trainJobs"),
+                f"{r['lost']} / {r['duplicated']} / {r['wrongState']}",
+                r["wallSeconds"],
+            ]
+        )
+    lines += _table(
+        ["N", "flow control", "submission s", "429s sent", "requests served",
+         "requests per job", "TrainJobs", "lost / duplicated / wrong", "wall s"],
+        table,
+    )  # fmt: skip
+    for r in rows:
+        if "rerun" in r:
+            again = r["rerun"]
+            lines += [f"N = {r['jobs']:,} was run again on its own, {again['date']}: "
+                      f"`{again['command']}`.", ""]  # fmt: skip
+    sizes = " ".join(str(r["jobs"]) for r in rows)
+    lines += [
+        "Run alone: `python bench/run.py --only scale --merge --scale-jobs "
+        f"--scale-dispatch-only --scale-longer --scale-sdk-only --scale-submission {sizes}`.",
+        "",
+    ]
+    for r in rows:
+        if "requestsByKind" in r:
+            kinds = ", ".join(f"{k} {v}" for k, v in r["requestsByKind"].items())
+            lines.append(f"- served, N={r['jobs']}: {kinds}")
+        if r.get("throttledByKind"):
+            kinds = ", ".join(f"{k} {v}" for k, v in r["throttledByKind"].items())
+            lines.append(f"- refused with 429, N={r['jobs']}: {kinds}")
     return [*lines, ""]
 
 

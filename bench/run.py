@@ -5,12 +5,17 @@
     python bench/run.py --only scale causes --scale-jobs 100 1000 --scale-dispatch-only
     python bench/run.py --only local --merge   # run one again, keep the others' results
     python bench/run.py --only scale --merge --scale-tools sdk --scale-jobs 5000 \
-        --scale-dispatch-only --scale-longer     # one row of the scale table again
+        --scale-dispatch-only --scale-longer --scale-sdk-only --scale-submission
+                                        # one row of the scale table again
+    python bench/run.py --only scale --merge --scale-jobs --scale-dispatch-only \
+        --scale-longer --scale-sdk-only --scale-submission 1000   # the submission row alone
     python -m bench ...                 # the same
 
 Benchmarks (``--only`` names): ``scale`` (supervision at scale on the emulator, dispatch
 against the Kubeflow SDK at ``--scale-jobs``, dispatch alone at ``--scale-dispatch-only``,
-both again with longer jobs at ``--scale-longer``), ``causes`` (cause accuracy over
+the SDK alone within ``--scale-sdk-deadline`` at ``--scale-sdk-only``, both again with longer
+jobs at ``--scale-longer``, and dispatch's submission with the emulator answering 429 under
+overload at ``--scale-submission``: ``bench/scale_submission.py``), ``causes`` (cause accuracy over
 tests/dumps), ``dumps`` (``dispatch diagnose`` time and memory on 5 and 50 MB dumps), ``local`` (local scheduler against torchrun --standalone; needs torch),
 ``slurm`` (Slurm adapter against sbatch + squeue; needs Slurm and root), ``reliability``
 (simulator, emulator faults, fuzzing), ``sim`` (simulator throughput), ``emulator``
@@ -48,7 +53,13 @@ ALL = (
 SIZES: dict[str, tuple[Any, Any]] = {
     "scaleJobs": ([10], [100, 1000]),
     #: sizes run for dispatch alone (the SDK's thread per job saturates 2 cores at 1,000)
-    "scaleDispatchOnly": ([], [5000]),
+    "scaleDispatchOnly": ([], [10_000]),
+    #: sizes run for the SDK alone, killed after ``sdkDeadline`` real seconds (its row then
+    #: says where it stopped answering)
+    "scaleSdkOnly": ([], [10_000]),
+    "sdkDeadline": (600.0, 1800.0),
+    #: dispatch's submission with the emulator's flow control overloaded (429s)
+    "scaleSubmission": ([50], [1000]),
     "lifetime": (6.0, 60.0),
     #: sizes run again by both tools with jobs that live ``longerLifetime`` on average:
     #: requests per job-minute depend on it (dispatch pays per job end, the SDK per minute)
@@ -79,13 +90,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the smallest size of each")
     parser.add_argument("--only", nargs="+", choices=ALL, default=list(ALL))
-    parser.add_argument("--scale-jobs", type=int, nargs="+", help="N for the scale benchmark")
+    parser.add_argument(
+        "--scale-jobs",
+        type=int,
+        nargs="*",
+        help="N for the scale benchmark, both tools (default: 100 1000; 10 with --quick)",
+    )
     parser.add_argument("--scale-tools", nargs="+", default=["dispatch", "sdk"])
     parser.add_argument(
         "--scale-dispatch-only",
         type=int,
         nargs="*",
-        help="N for the scale benchmark, dispatch alone (default: 5000; none with --quick)",
+        help="N for the scale benchmark, dispatch alone (default: 10000; none with --quick)",
+    )
+    parser.add_argument(
+        "--scale-sdk-only",
+        type=int,
+        nargs="*",
+        help="N for the scale benchmark, the SDK alone (default: 10000; none with --quick)",
+    )
+    parser.add_argument(
+        "--scale-sdk-deadline",
+        type=float,
+        help="real seconds the SDK may take at --scale-sdk-only (default: 1800)",
+    )
+    parser.add_argument(
+        "--scale-submission",
+        type=int,
+        nargs="*",
+        help="N started by dispatch with the emulator answering 429 under overload "
+        "(default: 1000; 50 with --quick)",
     )
     parser.add_argument("--lifetime", type=float, help="mean real seconds a scale job lives")
     parser.add_argument(
@@ -112,6 +146,12 @@ def size(args: argparse.Namespace, key: str) -> Any:
     return SIZES[key][0 if args.quick else 1]
 
 
+def _sizes(args: argparse.Namespace, option: str, key: str) -> list[int]:
+    """The sizes given to ``option`` (none when given bare), or the default's."""
+    given: list[int] | None = getattr(args, option)
+    return size(args, key) if given is None else given
+
+
 def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
@@ -119,26 +159,38 @@ def _has(module: str) -> bool:
 def run_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
     if name == "scale":
         from bench import scale
+        from bench.scale_submission import run_submission
 
-        jobs = args.scale_jobs or size(args, "scaleJobs")
-        alone = args.scale_dispatch_only
-        alone = size(args, "scaleDispatchOnly") if alone is None else alone
+        jobs = _sizes(args, "scale_jobs", "scaleJobs")
+        alone = _sizes(args, "scale_dispatch_only", "scaleDispatchOnly")
         alone = alone if "dispatch" in args.scale_tools else []
+        sdk_alone = _sizes(args, "scale_sdk_only", "scaleSdkOnly")
+        sdk_alone = sdk_alone if "sdk" in args.scale_tools else []
+        sdk_deadline = args.scale_sdk_deadline or size(args, "sdkDeadline")
+        submission = _sizes(args, "scale_submission", "scaleSubmission")
+        submission = submission if "dispatch" in args.scale_tools else []
         lifetime = args.lifetime or size(args, "lifetime")
-        longer = size(args, "scaleLonger") if args.scale_longer is None else args.scale_longer
+        longer = _sizes(args, "scale_longer", "scaleLonger")
         longer_lifetime = args.longer_lifetime or size(args, "longerLifetime")
         rows = scale.run(jobs, lifetime, 10.0, args.scale_tools)
         if alone:
             rows += scale.run(alone, lifetime, 10.0, ["dispatch"])
+        if sdk_alone:
+            rows += scale.run(sdk_alone, lifetime, 10.0, ["sdk"], sdk_deadline=sdk_deadline)
         if longer:
             for row in scale.run(longer, longer_lifetime, 10.0, args.scale_tools):
                 rows.append({**row, "longer": True})
+        submitted = [run_submission(n, lifetime, 10.0) for n in submission]
+        for row in submitted:
+            print(json.dumps(row), file=sys.stderr)
         return {
             "lifetime": lifetime,
             "timeScale": 10.0,
             "dispatchOnly": alone,
+            "sdkOnly": {"jobs": sdk_alone, "deadline": sdk_deadline} if sdk_alone else None,
             "longer": {"jobs": longer, "lifetime": longer_lifetime} if longer else None,
             "rows": rows,
+            "submission": submitted,
         }
     if name == "causes":
         from bench import causes
@@ -234,7 +286,18 @@ def merge_rows(earlier: dict[str, Any], found: dict[str, Any], command: str) -> 
     }
     new = {_row_key(r): {**r, "rerun": rerun} for r in found["rows"]}
     rows = [new.pop(_row_key(r), r) for r in earlier["rows"]] + list(new.values())
-    return {**earlier, "rows": sorted(rows, key=_row_key)}
+    merged = {**earlier, "rows": sorted(rows, key=_row_key)}
+    if found.get("submission"):  # the submission rows of the sizes run again replace theirs
+        again = {r["jobs"]: {**r, "rerun": rerun} for r in found["submission"]}
+        kept = [r for r in earlier.get("submission") or [] if r["jobs"] not in again]
+        merged["submission"] = sorted([*kept, *again.values()], key=lambda r: int(r["jobs"]))
+    if found.get("dispatchOnly"):
+        merged["dispatchOnly"] = sorted(
+            {*(earlier.get("dispatchOnly") or []), *found["dispatchOnly"]}
+        )
+    if found.get("sdkOnly"):
+        merged["sdkOnly"] = found["sdkOnly"]
+    return merged
 
 
 def main(argv: list[str] | None = None) -> None:

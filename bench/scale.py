@@ -18,6 +18,30 @@ watch streams (the most seen at once, sampled every 0.1 s), time from the TrainJ
 terminal condition appearing in the store to the tool reporting the end (p50, p99), the
 child's CPU seconds and peak RSS. Emulated time runs ``time_scale`` times faster (job
 lifetimes are chosen in real seconds); every tool's intervals stay in real seconds.
+
+Watch bookmarks come as a real API server sends them: kube-apiserver's watch cache sends each
+watcher that asked for them (``allowWatchBookmarks``) a bookmark about once a minute of real
+time (and shortly before the watch's timeout). The emulator's ``bookmark_interval`` is in
+emulated seconds, so it is set to ``60 * time_scale``: once a real minute here too, not once
+every 6 real seconds (its default of 60 emulated seconds at 10x), which would prove quiet
+streams caught up ten times more often than a real server allows.
+
+Following requests (dispatch's, ``following_requests``): every list and watch, and every GET
+except the submission's. A start creates its runtime copy and its TrainJob and reads nothing
+of the TrainJob (it reads only after a ``409 AlreadyExists``: a start made again, e.g. by a
+supervisor restarted after a kill); the runtime is read once per ~2 s burst of starts
+(``SUBMISSION_GETS``, as is the cluster probe). So a GET of a TrainJob is following: the
+reads when an attempt is retired, or when a snapshot is taken (as are a failed pod's log
+reads). A GET after a 409 would be submission yet counts as following here: the figure can
+only overstate dispatch's following, never hide any.
+
+With ``flow_control`` (``run_dispatch``; ``bench/scale_submission.py``) the emulator answers
+429 as API Priority and Fairness does; the requests it rejected are counted apart
+(``throttled``): ``requests`` holds only those it served.
+
+The SDK's run has a deadline; when it is killed there, its row says where it stopped
+answering (``stopped``): how many waiters had returned and when, and the emulator's request
+rate in the last minute, from the child's progress line and the parent's samples.
 """
 
 from __future__ import annotations
@@ -38,6 +62,7 @@ import yaml
 
 from dispatch.testing.k8s import ClusterConfig, Emulator, FaultRule
 from dispatch.testing.k8s.controllers import standard_controllers
+from dispatch.testing.k8s.flowcontrol import FlowControl
 from dispatch.testing.k8s.runtimes import torch_strict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,17 +116,42 @@ class ServerTimes:
                 self.terminal_type[name] = c["type"]
 
 
+#: seconds between the samples of requests served kept by ``WatchSampler``
+RATE_EVERY = 1.0
+#: real seconds between the bookmarks a real API server's watch cache sends a watcher
+BOOKMARK_EVERY = 60.0
+
+
 class WatchSampler(threading.Thread):
+    """The most watch streams open at once (every 0.1 s), and the requests served so far
+    (every ``RATE_EVERY`` s: ``served``, wall-clock time and total)."""
+
     def __init__(self, emu: Emulator) -> None:
         super().__init__(daemon=True)
         self.emu, self.peak, self.stop = emu, 0, threading.Event()
+        self.served: list[tuple[float, int]] = []
 
     def run(self) -> None:
         while not self.stop.wait(0.1):
-            self.peak = max(self.peak, self.emu.requests().open_watch_total)
+            counts = self.emu.requests()
+            self.peak = max(self.peak, counts.open_watch_total)
+            if not self.served or time.time() - self.served[-1][0] >= RATE_EVERY:
+                self.served.append((time.time(), counts.total))
+
+    def served_since(self, since: float) -> tuple[int, float]:
+        """Requests served from ``since`` (wall clock; the first sample at the earliest) to
+        the last sample, and the seconds between those samples."""
+        if not self.served:
+            return 0, 0.0
+        first = [s for s in self.served if s[0] <= since][-1:] or self.served[:1]
+        (began, before), (ended, total) = first[0], self.served[-1]
+        return total - before, ended - began
 
 
-def emulator_config(jobs: int, scale: float) -> ClusterConfig:
+def emulator_config(
+    jobs: int, scale: float, flow_control: FlowControl | None = None
+) -> ClusterConfig:
+    """The emulated cluster for ``jobs`` jobs; bookmarks once a real minute (see above)."""
     nodes = max(2, math.ceil(jobs / 200))
     return ClusterConfig(
         namespaces=(NAMESPACE, "kubeflow-system"),
@@ -110,6 +160,8 @@ def emulator_config(jobs: int, scale: float) -> ClusterConfig:
         time_scale=scale,
         compaction_window=1e9,
         controllers=standard_controllers(),
+        bookmark_interval=BOOKMARK_EVERY * scale,
+        flow_control=flow_control,
     )
 
 
@@ -148,18 +200,20 @@ def run_child(argv: list[str], deadline: float) -> tuple[bool, str]:
     return True, ""
 
 
-#: single-object reads dispatch makes to submit (the probe and each start), not to follow
+#: single-object reads dispatch makes to submit (the cluster probe, and the runtime read once
+#: per burst of starts), not to follow; a GET of a TrainJob is not among them (see above)
 SUBMISSION_GETS = ("clustertrainingruntimes", "trainingruntimes", "configmaps", "discovery",
                    "namespaces")  # fmt: skip
 
 
-def following_requests(counts: Any, jobs: int) -> int:
+def following_requests(counts: Any) -> int:
     """dispatch's requests that follow jobs: every list and watch, and every GET except the
-    submission's (``SUBMISSION_GETS`` and one GET of its TrainJob per start)."""
-    reads = sum(n for (verb, _), n in counts.requests.items() if verb in ("list", "watch"))
-    gets = {resource: n for (verb, resource), n in counts.requests.items() if verb == "get"}
-    adoption = min(gets.get("trainjobs", 0), jobs)
-    return reads + sum(n for r, n in gets.items() if r not in SUBMISSION_GETS) - adoption
+    submission's (``SUBMISSION_GETS``); GETs of TrainJobs count (retirement reads)."""
+    return sum(
+        n
+        for (verb, resource), n in counts.requests.items()
+        if verb in ("list", "watch") or (verb == "get" and resource not in SUBMISSION_GETS)
+    )
 
 
 def summarise(
@@ -183,9 +237,8 @@ def summarise(
     ]
     # following the jobs, without submitting them: all of the SDK run's requests (it submits
     # nothing); dispatch's lists and watches of every kind and its reads of single objects,
-    # except the submission's (the cluster probe, each runtime read, and the one GET per
-    # start that is its adoption check)
-    following = counts.total if tool == "sdk" else following_requests(counts, jobs)
+    # except the submission's (the cluster probe and the runtime reads)
+    following = counts.total if tool == "sdk" else following_requests(counts)
     by_kind: dict[str, int] = {}
     for (verb, resource), n in sorted(counts.requests.items()):
         by_kind[f"{verb} {resource}"] = n
@@ -196,10 +249,19 @@ def summarise(
         "reported": len(reported),
         "requests": counts.total,
         "requestsByKind": by_kind,
+        "throttled": counts.throttled_total,
+        "throttledByKind": {f"{v} {r}": n for (v, r), n in sorted(counts.throttled.items())},
         "requestsPerJob": round(counts.total / jobs, 1),
         "meanLifetimeSeconds": round(statistics.mean(lifetimes), 1) if lifetimes else None,
         "requestsPerJobMinute": round(counts.total / job_minutes, 2) if job_minutes else None,
         "followingPerJobMinute": round(following / job_minutes, 2) if job_minutes else None,
+        # of which the failed ranks' last output, read once per failed attempt (evidence the
+        # SDK does not keep): a GET of pods/log
+        "lastWordsPerJobMinute": (
+            round(counts.requests.get(("get", "pods/log"), 0) / job_minutes, 2)
+            if job_minutes
+            else None
+        ),
         "peakOpenWatches": peak_watches,
         "watchesStarted": counts.watches_started,
         "detectP50": percentile(delays, 0.5),
@@ -225,15 +287,19 @@ def run_dispatch(
     memory: Path | None = None,
     faults: tuple[FaultRule, ...] = (),
     kills: int = 0,
+    flow_control: FlowControl | None = None,
 ) -> dict[str, Any]:
     """dispatch's supervisor over ``jobs`` jobs. With ``faults``, those rules are active on
-    the emulator for the whole run; with ``kills``, the supervisor is SIGKILLed that many
+    the emulator for the whole run; with ``flow_control``, the emulator answers 429 beyond
+    that limit (its rejections in ``throttled``); with ``kills``, the supervisor is SIGKILLed that many
     times (once 1/(kills+1), 2/(kills+1)... of the TrainJobs exist) and restarted under a new owner name against
     the same records (lease TTL 5 s, so a restarted one takes over quickly)."""
     times = ServerTimes()
     with (
         tempfile.TemporaryDirectory(prefix="dispatch-scale-") as tmp,
-        Emulator(emulator_config(jobs, scale), kubeconfig=Path(tmp) / "kubeconfig") as emu,
+        Emulator(
+            emulator_config(jobs, scale, flow_control), kubeconfig=Path(tmp) / "kubeconfig"
+        ) as emu,
     ):
         prepare(emu, times)
         for rule in faults:
@@ -306,6 +372,58 @@ def run_dispatch(
         return result
 
 
+#: real seconds between the parent's reads of the SDK child's progress line
+PROGRESS_EVERY = 1.0
+#: the window of the emulator's request rate when the SDK was stopped, in real seconds
+LAST_MINUTE = 60.0
+
+
+class Progress:
+    """The SDK child's progress (``bench/scale_sdk.py`` rewrites one line, ``<s> s: <n>
+    waiters still waiting``, every 10 s), read as it changes: when each count was first seen."""
+
+    def __init__(self, path: Path, go: float) -> None:
+        self.path, self.go = path, go
+        #: (seconds since go, as the child wrote; waiters still waiting) at each change
+        self.changes: list[tuple[float, int]] = []
+        self.last: tuple[float, int] | None = None
+
+    def read(self) -> None:
+        try:
+            text = self.path.read_text().strip()
+            seconds, rest = text.split(" s: ", 1)
+            found = (float(seconds), int(rest.split()[0]))
+        except (OSError, ValueError, IndexError):  # not written yet, or caught mid-write
+            return
+        if not self.changes or self.changes[-1][1] != found[1]:
+            self.changes.append(found)
+        self.last = found
+
+    def stopped(self, jobs: int, sampler: WatchSampler, ended: int) -> dict[str, Any]:
+        """Where a run killed at its deadline had got to: waiters returned (from the child's
+        last line), since when none had, and the emulator's requests in the last minute."""
+        at = time.time()
+        waiting = self.last[1] if self.last else jobs
+        served, seconds = sampler.served_since(at - LAST_MINUTE)
+        return {
+            "killedAfterGoSeconds": round(at - self.go, 1),
+            "trainJobsEnded": ended,
+            "waitersReturned": jobs - waiting,
+            "waitersWaiting": waiting,
+            # the child's clock, to its 10 s line: when the last return was first seen
+            "lastReturnSeconds": self.changes[-1][0] if len(self.changes) > 1 else None,
+            "lastProgressSeconds": self.last[0] if self.last else None,
+            "requestsLastMinute": served,  # over ``lastMinuteSeconds``, if the run was shorter
+            "lastMinuteSeconds": round(seconds, 1),
+            "requestsPerSecondLastMinute": round(served / seconds, 1) if seconds else None,
+            "requestsServed": sampler.served[-1][1] if sampler.served else 0,
+            # (seconds since go, waiters returned) at each change, at most 60 of them
+            "returned": [
+                (s, jobs - n) for s, n in self.changes[:: max(1, len(self.changes) // 60)]
+            ],
+        }
+
+
 def sdk_python() -> tuple[Path | None, str]:
     sys.path.insert(0, str(ROOT))
     from tests.emulator.sdk_venv import ensure_sdk_venv
@@ -356,13 +474,18 @@ def run_sdk(jobs: int, lifetime: float, scale: float, deadline: float) -> dict[s
             emu.call(lambda body=body: emu.cluster.store.create(trainjob, NAMESPACE, body))
         emu.cluster.accounting.reset()  # the clients' start-up reads are not the waiting
         sampler.start()
+        go = time.time()
         Path(str(out) + ".go").touch()
-        child.join()
+        progress = Progress(Path(str(out) + ".progress"), go)
+        while child.is_alive():
+            child.join(PROGRESS_EVERY)
+            progress.read()
         sampler.stop.set()
         counts = emu.requests()
         finished, why = holder.get("done", (False, "the child did not report"))
         if not finished:
-            return {"tool": "sdk", "jobs": jobs, "error": why}
+            stopped = progress.stopped(jobs, sampler, len(times.terminal))
+            return {"tool": "sdk", "jobs": jobs, "error": why, "stopped": stopped}
         data = json.loads(out.read_text())
         reported = {n: j["reportedAt"] for n, j in data["jobs"].items()}
         result = summarise("sdk", jobs, times, reported, counts, sampler.peak, data)
@@ -384,7 +507,10 @@ def run(
     tools: list[str],
     profile: Path | None = None,
     memory: Path | None = None,
+    sdk_deadline: float | None = None,
 ) -> list[dict[str, Any]]:
+    """Each tool at each size. ``sdk_deadline``: real seconds the SDK's child may take (by
+    default as long as dispatch's); killed there, its row says where it stopped answering."""
     results = []
     for n in sizes:
         deadline = (120 + n * 0.6 + lifetime * 3) * (4 if memory else 1)  # tracing is slow
@@ -393,7 +519,7 @@ def run(
             if tool == "dispatch":
                 result = run_dispatch(n, lifetime, scale, deadline, profile, memory=memory)
             else:
-                result = run_sdk(n, lifetime, scale, deadline)
+                result = run_sdk(n, lifetime, scale, sdk_deadline or deadline)
             result["benchSeconds"] = round(time.time() - began, 1)
             result["lifetime"] = lifetime
             results.append(result)
@@ -413,6 +539,15 @@ if __name__ == "__main__":
     parser.add_argument(
         "--memory", type=Path, help="trace the supervisor's heap; its peak sites into this file"
     )
+    parser.add_argument("--sdk-deadline", type=float, help="real seconds the SDK may take")
     args = parser.parse_args()
-    found = run(args.jobs, args.lifetime, args.time_scale, args.tools, args.profile, args.memory)
+    found = run(
+        args.jobs,
+        args.lifetime,
+        args.time_scale,
+        args.tools,
+        args.profile,
+        args.memory,
+        args.sdk_deadline,
+    )
     print(json.dumps(found, indent=1))

@@ -56,13 +56,18 @@ def test_scale_dispatch_loses_nothing_and_watches_once(results: dict[str, Any]) 
     # stuck lists and watches again, so for a moment an old and a new one may both be open
     assert ours["peakOpenWatches"] <= 2 * 8
     counts = ours["requestsByKind"]
+    # a start creates its TrainJob first and reads it only on 409 AlreadyExists (none here)
     assert counts["create trainjobs"] == jobs
-    # following the jobs: one adoption GET per start, lists and watches shared by all jobs
-    assert counts["get trainjobs"] == jobs
+    # so no GET of a TrainJob is needed to submit; the few made are following reads (an
+    # attempt retired, a snapshot), at most about one per job whatever the timing
+    assert counts.get("get trainjobs", 0) <= jobs
+    # the runtime is read once per burst of starts (shared for ~2 s), not once per job
+    assert counts.get("get clustertrainingruntimes", 0) <= jobs // 2
     assert counts.get("list trainjobs", 0) <= jobs + 2
-    # per job: 5 to submit; once per run ~30 to probe the cluster (3 per job at N = 10); and at
-    # a job's end, a list per quiet stream still behind it (its check: at most every 0.25 to 2
-    # seconds per stream, so this part stops growing with N)
+    # per job: 3 to submit (runtime copy, its owner reference, the TrainJob); once per run ~30
+    # to probe the cluster (3 per job at N = 10); and at a job's end, a list per quiet stream
+    # still behind it (its check: at most every 0.25 to 2 seconds per stream, so this part
+    # stops growing with N)
     assert ours["requestsPerJob"] < 25
     sdk = rows.get("sdk", {})
     if "error" in sdk and sdk["error"].startswith("skipped"):
@@ -75,6 +80,22 @@ def test_scale_dispatch_loses_nothing_and_watches_once(results: dict[str, Any]) 
     kinds = sdk["requestsByKind"]
     assert kinds["get trainjobs"] == kinds["list pods"] >= jobs
     assert sdk["requests"] > ours["requests"]
+
+
+@pytest.mark.timeout(660)
+def test_submission_under_429s_loses_and_duplicates_nothing(results: dict[str, Any]) -> None:
+    rows = results["scale"]["submission"]
+    assert [r["jobs"] for r in rows] == [50]
+    row = rows[0]
+    assert "error" not in row, row
+    jobs = row["jobs"]
+    assert (row["ended"], row["reported"], row["trainJobs"]) == (jobs, jobs, jobs)
+    assert (row["lost"], row["duplicated"], row["wrongState"]) == (0, 0, 0)
+    # the emulator's flow control was on, nobody exempt; how many 429s it sent depends on
+    # timing (bursts of starts), so it is not asserted
+    assert row["flowControl"]["exempt"] == [] and isinstance(row["throttled"], int)
+    # a 429 is refused before the request runs: a create sent again makes no second TrainJob
+    assert row["requestsByKind"]["create trainjobs"] == jobs
 
 
 @pytest.mark.timeout(660)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,3 +50,12 @@ def trainer_job(runtime: dict[str, Any]) -> dict[str, Any]:
 def pod_spec(runtime: dict[str, Any]) -> dict[str, Any]:
     spec: dict[str, Any] = trainer_job(runtime)["template"]["spec"]["template"]["spec"]
     return spec
+
+
+async def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Wait for ``condition`` (a guard against hanging, not a timing assertion)."""
+    for _ in range(int(seconds / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached in time")

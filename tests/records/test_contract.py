@@ -24,7 +24,7 @@ from dispatch.model import (
     State,
     parse_spec,
 )
-from dispatch.records import IntentStatus, Records, open_records
+from dispatch.records import IntentStatus, OpenJob, Records, open_records
 
 SPEC = parse_spec({"name": "train", "command": ["python", "train.py"], "nodes": 2})
 
@@ -41,6 +41,18 @@ def test_jobs_are_created_with_injected_ids_and_times(store: Records) -> None:
 def test_unknown_job_is_not_found(store: Records) -> None:
     with pytest.raises(NotFound, match="nope"):
         store.get_job("nope")
+
+
+def test_open_jobs_oldest_first_without_their_specs(store: Records, clock: ManualClock) -> None:
+    first = store.create_job(SPEC)
+    clock.advance(1)
+    second, third = store.create_job(SPEC), store.create_job(SPEC)  # made at the same time
+    store.set_job_status(second.id, State.SUCCEEDED, None, "done")
+    clock.advance(1)
+    fourth = store.create_job(SPEC)
+    found = store.open_jobs()
+    assert [j.id for j in found] == [first.id, third.id, fourth.id]
+    assert found[0] == OpenJob(first.id, SPEC.cluster, first.created_at)
 
 
 def test_list_jobs_newest_first_and_open_only(store: Records, clock: ManualClock) -> None:

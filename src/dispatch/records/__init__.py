@@ -14,6 +14,7 @@ from dispatch.records.base import (
     Lease,
     LogEntry,
     LogKind,
+    OpenJob,
     Records,
     submission_hold_summary,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "Lease",
     "LogEntry",
     "LogKind",
+    "OpenJob",
     "Records",
     "SchemaTooNew",
     "SqliteRecords",

@@ -34,6 +34,15 @@ class LogKind(StrEnum):
     RELEASE_REQUESTED = "release-requested"  # ``request_release``: a person asked
 
 
+@dataclass(frozen=True, slots=True)
+class OpenJob:
+    """A job not in a terminal state, as ``Records.open_jobs`` lists it."""
+
+    id: str
+    cluster: str
+    created_at: float
+
+
 class IntentOperation(StrEnum):
     """The operations an intent is written before (``Records.open_intent``)."""
 
@@ -182,6 +191,12 @@ class Records(Protocol):
         self, *, cluster: str | None = None, open_only: bool = False, limit: int | None = None
     ) -> list[JobRecord]:
         """Newest first. ``open_only``: jobs not in a terminal state."""
+        ...
+
+    def open_jobs(self) -> list[OpenJob]:
+        """Every job not in a terminal state, oldest first (of two made at the same time, the
+        later id first), without reading its spec: what a supervisor's pass looks at to find
+        the jobs it has not seen yet."""
         ...
 
     def set_job_status(

@@ -55,6 +55,7 @@ from dispatch.records.base import (
     Lease,
     LogEntry,
     LogKind,
+    OpenJob,
     check_fence,
     submission_hold_summary,
 )
@@ -255,6 +256,15 @@ class PostgresRecords:
             except (ValueError, TypeError, KeyError) as exc:  # pydantic's errors are ValueErrors
                 self.unreadable[str(row["id"])] = str(exc).splitlines()[0][:200]
         return found
+
+    def open_jobs(self) -> list[OpenJob]:
+        query = (
+            "SELECT id, cluster, created_at FROM jobs WHERE NOT (state = ANY(%s)) "
+            "ORDER BY created_at, id DESC"
+        )
+        with self._tx() as db:
+            rows = db.execute(query.encode(), [_TERMINAL]).fetchall()
+        return [OpenJob(r["id"], r["cluster"], r["created_at"]) for r in rows]
 
     def set_job_status(
         self,

@@ -23,8 +23,10 @@ from dispatch.records.base import (
 )
 
 #: parsed rows kept per store and kind (immutable values; parsing a spec is most of the cost
-#: of reading a job)
-PARSED_CACHE_SIZE = 4096
+#: of reading a job): more than the open jobs and live attempts one supervisor follows, since
+#: its full pass reads every open job and its watch refresh every live attempt; a parsed spec
+#: holds about 3 KiB (4 with its text), so 16,384 of them are ~64 MiB at most
+PARSED_CACHE_SIZE = 16_384
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 

@@ -38,6 +38,7 @@ from dispatch.records.base import (
     Lease,
     LogEntry,
     LogKind,
+    OpenJob,
     check_fence,
     submission_hold_summary,
 )
@@ -214,6 +215,13 @@ class SqliteRecords:
             except (ValueError, TypeError, KeyError) as exc:  # pydantic's errors are ValueErrors
                 self.unreadable[str(row["id"])] = str(exc).splitlines()[0][:200]
         return found
+
+    def open_jobs(self) -> list[OpenJob]:
+        query = (
+            "SELECT id, cluster, created_at FROM jobs "
+            f"WHERE state NOT IN ({', '.join('?' for _ in _TERMINAL)}) ORDER BY created_at, id DESC"
+        )
+        return [OpenJob(r[0], r[1], r[2]) for r in self._db.execute(query, list(_TERMINAL))]
 
     def set_job_status(
         self,

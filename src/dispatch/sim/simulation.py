@@ -160,8 +160,13 @@ class Simulation:
             self.cluster, AdapterContext(Path("."), self.clock), scheduler=self.scheduler
         )
         gate = GatedAdapter(inner, owner, self.rng, self._on_call)
-        supervisor = Supervisor(
-            self.store, lambda _cluster: gate, self.clock, owner, lease_ttl=LEASE_TTL
+        supervisor = Supervisor(  # one tick at a time: the driver interleaves the processes
+            self.store,
+            lambda _cluster: gate,
+            self.clock,
+            owner,
+            lease_ttl=LEASE_TTL,
+            ticks_at_once=1,
         )
         poll = self.rng.choice(POLL_INTERVALS)
         return Actor(owner, lambda: self._process(supervisor, poll))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections import deque
 from collections.abc import Callable, Collection
 
 from dispatch.adapters.base import Adapter, EvidenceSeeder, LateEvidence
@@ -38,7 +39,7 @@ from dispatch.model import (
     TransientError,
     Unsupported,
 )
-from dispatch.records import Intent, IntentOperation, IntentStatus, JobRecord, Lease, Records
+from dispatch.records import Intent, IntentOperation, IntentStatus, Lease, OpenJob, Records
 from dispatch.supervise.decide import Decision, DecisionKind, next_decision
 from dispatch.supervise.recording import (
     log_decision,
@@ -55,6 +56,8 @@ MAX_LATE = 1_000
 #: decisions carried out per job per pass at most (observe -> finish needs two)
 MAX_DECISIONS_PER_TICK = 4
 _QUIET = (DecisionKind.WAIT, DecisionKind.NOTHING)
+#: jobs ticked at the same time in a pass (each start waits on a few API requests)
+TICKS_AT_ONCE = 32
 #: seconds between refreshes of the watched attempts while a long pass of ``run`` goes on
 FOLLOW_EVERY = 1.0
 #: seconds before ``run`` tries again after the records did not answer
@@ -80,8 +83,10 @@ class Supervisor:
         lease_ttl: float = 30.0,
         poll_interval: float = 5.0,
         clusters: Collection[str] | None = None,
+        ticks_at_once: int = TICKS_AT_ONCE,
     ) -> None:
         self.records = records
+        self.ticks_at_once = max(1, ticks_at_once)
         #: the clusters whose jobs this supervisor drives (None: every cluster's); a team's
         #: shared records hold jobs that supervisors elsewhere drive
         self.clusters = frozenset(clusters) if clusters is not None else None
@@ -96,6 +101,7 @@ class Supervisor:
         self.watcher = Watcher(self.adapter)
         # what ``run`` needs between full passes: see ``_due``
         self._known: set[str] = set()
+        self._open: dict[str, float] = {}  # the open jobs last read: when each was created
         self._waits: dict[str, float] = {}
         self._retry: set[str] = set()
         self._log_seq = 0
@@ -193,38 +199,65 @@ class Supervisor:
         ``only``: for the open jobs among those, and any job created since the last pass)."""
         return await self._pass(only, watched=False)
 
-    async def _pass(self, only: Collection[str] | None, *, watched: bool) -> StepReport:
+    async def _pass(
+        self, only: Collection[str] | None, *, watched: bool, look: bool = True
+    ) -> StepReport:
         """``step``; ``watched`` (``run``): meanwhile new attempts are watched (every
         ``FOLLOW_EVERY`` s) and the jobs a stream reported on are ticked at once, again for
-        each new observation."""
+        each new observation. Jobs are ticked in waves of up to ``ticks_at_once`` at the same
+        time (each under its own lease; never one job twice in a wave), so a pass that starts
+        thousands of jobs waits on the API server that many requests at a time, not one;
+        with ``ticks_at_once`` 1 every tick is awaited in turn, on no event loop of its own.
+        ``look`` False (``run`` between its full passes): the open jobs are not read again,
+        so jobs created since are found by the next full pass, and a pass costs what it ticks."""
         reconciled = [] if self._reconciled else await self.reconcile()
-        records = self._open_jobs()
-        new = {r.id for r in records} - self._known
-        self._known = {r.id for r in records}
-        self._waits = {j: until for j, until in self._waits.items() if j in self._known}
-        self._retry &= self._known
-        chosen = [r for r in records if only is None or r.id in only or r.id in new]
+        new: set[str] = set()
+        if look or not self._open:
+            records = self._open_jobs()
+            self._open = {r.id: r.created_at for r in records}
+            new = self._open.keys() - self._known
+            self._known = set(self._open)
+            self._waits = {j: until for j, until in self._waits.items() if j in self._known}
+            self._retry &= self._known
+        chosen = list(self._open) if only is None else [j for j in {*only, *new} if j in self._open]
+        # (job, whether it is the pass's own tick): a job ticked for an observation first
+        # is not ticked again for the pass
+        pending = deque((j, True) for j in sorted(chosen, key=lambda j: self._open[j]))
         reports: list[JobReport] = []
         interleaved: dict[str, int] = {}  # job -> the observation it was last ticked for
-        for record in sorted(chosen, key=lambda r: r.job.created_at):
-            if record.id in interleaved:
-                continue
-            reports.append(await self.tick(record.id))
+        while pending:
+            wave: list[str] = []
+            while pending and len(wave) < self.ticks_at_once:
+                job_id, own = pending.popleft()
+                if not (own and job_id in interleaved) and job_id not in wave:
+                    wave.append(job_id)
+            reports += await self._tick_wave(wave)
             if not watched:
                 continue
-            if self._followed_at is None or self.clock.now() - self._followed_at >= FOLLOW_EVERY:
+            if self._follow_due():
                 self._follow()
             for job_id in self.watcher.ready_jobs():
-                # again for each new observation: a long pass (one that submits thousands of
-                # jobs) must not hold back the end of a job it ticked earlier in the pass
+                # again for each new observation: a long pass (one that submits thousands
+                # of jobs) must not hold back the end of a job it ticked earlier in the pass
                 arrival = self.watcher.arrival(job_id)
                 if interleaved.get(job_id, -1) < arrival and job_id in self._known:
                     interleaved[job_id] = arrival
-                    reports.append(await self.tick(job_id))
+                    pending.appendleft((job_id, False))
         self._record_late_evidence()
         return StepReport(
             owner=self.owner, at=self.clock.now(), jobs=tuple(reports), reconciled=tuple(reconciled)
         )
+
+    async def _tick_wave(self, wave: list[str]) -> list[JobReport]:
+        """Tick these jobs at the same time; an error that leaves a tick (the records not
+        answering) is raised once every tick of the wave has ended."""
+        if len(wave) == 1:
+            return [await self.tick(wave[0])]
+        done = await asyncio.gather(*(self.tick(job_id) for job_id in wave), return_exceptions=True)
+        for result in done:
+            if isinstance(result, BaseException):
+                raise result
+        return [r for r in done if isinstance(r, JobReport)]
 
     def _record_late_evidence(self) -> None:
         """Add what adapters learnt about attempts already over (``LateEvidence``, e.g. a
@@ -455,13 +488,15 @@ class Supervisor:
                 if full:
                     full_at = now
                 try:
-                    report = await self._pass(None if full else self._due(now), watched=True)
+                    only = None if full else self._due(now)
+                    report = await self._pass(only, watched=True, look=full)
                     self._remember(report)
                     if on_step is not None:
                         on_step(report)
-                    if until_idle and not self._open_jobs():
+                    if until_idle and full and not self._open_jobs():
                         return
-                    self._follow()
+                    if self._started_in(report) or self._follow_due():
+                        self._follow()
                 except RecordsUnavailable as exc:  # e.g. the database restarting: next pass
                     log.warning("%s: %s; trying again in %g s", self.owner, exc, RECORDS_RETRY)
                     full_at = -math.inf  # a full pass next: what happened meanwhile is re-read
@@ -494,6 +529,17 @@ class Supervisor:
             else:
                 self._retry.discard(job.job_id)
 
+    @staticmethod
+    def _started_in(report: StepReport) -> bool:
+        return any(d.kind is DecisionKind.START for j in report.jobs for d in j.decisions)
+
+    def _follow_due(self) -> bool:
+        """Whether the watched attempts were last refreshed ``FOLLOW_EVERY`` seconds ago or
+        more (a pass that started none refreshes them at most that often: reading every live
+        attempt costs what is followed)."""
+        last = self._followed_at
+        return last is None or self.clock.now() - last >= FOLLOW_EVERY
+
     def _follow(self) -> None:
         self.watcher.follow(self._live_handles())
         self._followed_at = self.clock.now()
@@ -505,12 +551,13 @@ class Supervisor:
             if a.handle is not None and (self.clusters is None or a.handle.cluster in self.clusters)
         ]
 
-    def _open_jobs(self) -> list[JobRecord]:
-        """The open jobs of the clusters this supervisor drives."""
-        found = self.records.list_jobs(open_only=True)
+    def _open_jobs(self) -> list[OpenJob]:
+        """The open jobs of the clusters this supervisor drives (their ids: no spec is read,
+        so a pass costs what it ticks, not what is open)."""
+        found = self.records.open_jobs()
         if self.clusters is None:
             return found
-        return [r for r in found if r.job.cluster in self.clusters]
+        return [r for r in found if r.cluster in self.clusters]
 
     async def _pause(self, stop: asyncio.Event, seconds: float) -> None:
         await first_of(

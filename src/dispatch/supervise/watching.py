@@ -2,10 +2,12 @@
 
 The supervisor reads the latest observation of an attempt from here instead of calling
 ``observe`` for each job on each pass; ``changed`` is set whenever a stream yields something
-new. A stream restarts whenever the set of attempts changes (every second while jobs are being
+new. A stream restarts whenever attempts are added to the set (every second while jobs are being
 submitted) and then yields every attempt's first observation again; one that repeats what was
 already delivered for that attempt (same outcome, no evidence) is dropped, so a restart does
-not make the supervisor re-read every open job.
+not make the supervisor re-read every open job. Attempts that leave the set (they ended) do not
+restart it: the stream ends once every attempt it follows has ended, so restarts do not grow
+with the number of jobs that end.
 """
 
 from __future__ import annotations
@@ -53,8 +55,9 @@ class Watcher:
         for cluster, group in by_cluster.items():
             keys = frozenset(_key(h) for h in group)
             task = self._tasks.get(cluster)
-            if self._following.get(cluster) == keys and task is not None and not task.done():
-                continue
+            live = task is not None and not task.done()
+            if live and keys <= self._following.get(cluster, frozenset()):
+                continue  # only attempts that ended left: the stream ends with the rest
             self._stop(cluster)
             self._following[cluster] = keys
             self._tasks[cluster] = asyncio.ensure_future(self._consume(cluster, group))

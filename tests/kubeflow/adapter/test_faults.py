@@ -26,17 +26,32 @@ def test_a_500_on_creating_the_trainjob_is_unknown_and_a_retry_adopts_the_copy(
     assert handle.data["uid"] == trainjob["metadata"]["uid"]
 
 
-def test_a_429_is_a_transient_error_with_the_delay_and_creates_nothing(
+def test_a_429_is_waited_out_and_the_start_creates_each_object_once(
     emulator: Emulator, make_adapter: AdapterFactory
 ) -> None:
     job = job_of(example_spec("torch"))
     emulator.faults.add(
-        FaultRule(verb="create", resource="trainingruntimes", status=429, retry_after=7, times=1)
+        FaultRule(verb="create", resource="trainingruntimes", status=429, retry_after=1, times=1)
     )
+    adapter = make_adapter()
+    run(adapter.start(job, 1))
+    assert len(stored(emulator, "TrainingRuntime")) == len(stored(emulator, "TrainJob")) == 1
+    # the throttled create was sent again after the server's Retry-After, and only once
+    assert emulator.requests().count("create", "trainingruntimes") == 2
+    assert adapter.connection.throttle.stats.throttled == 1
+
+
+def test_a_429_that_lasts_is_a_transient_error_with_the_delay_and_creates_nothing(
+    emulator: Emulator, make_adapter: AdapterFactory
+) -> None:
+    job = job_of(example_spec("torch"))
+    rule = FaultRule(verb="create", resource="trainingruntimes", status=429, retry_after=0)
+    emulator.faults.add(rule)
     with pytest.raises(SchedulerUnavailable) as throttled:
         run(make_adapter().start(job, 1))
-    assert throttled.value.delay == 7
+    assert throttled.value.delay == 0
     assert stored(emulator, "TrainingRuntime") == stored(emulator, "TrainJob") == []
+    rule.times = rule.hits  # the server is no longer overloaded
     run(make_adapter().start(job, 1))
     assert len(stored(emulator, "TrainJob")) == 1
 

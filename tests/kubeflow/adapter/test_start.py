@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import pytest
 
+from dispatch.adapters.base import AdapterContext
+from dispatch.adapters.kubeflow import KubeflowAdapter
+from dispatch.adapters.kubeflow.adapter import RUNTIME_FRESH
 from dispatch.adapters.kubeflow.planning.rules import BACKOFF_LIMIT, RESTART_POLICY
 from dispatch.adapters.kubeflow.planning.stored import DEFAULT_MANAGER
+from dispatch.clock import ManualClock
+from dispatch.config import ClusterConfig as DispatchCluster
 from dispatch.model import OutcomeUnknown, Unsupported
 from dispatch.testing.k8s import Emulator, FaultRule
 
@@ -152,10 +160,37 @@ def test_a_second_start_of_the_same_attempt_adopts(
     assert second.data["adopted"] is True
     assert names(emulator, "TrainJob") == [first.native]
     assert names(emulator, "TrainingRuntime") == [first.native]
-    assert emulator.requests().count("create", "trainjobs") == 1  # the second start read it
+    # the second start asked to create both, was told they exist (409), and read them: one
+    # TrainJob and one copy, never a second of either
+    assert emulator.requests().count("create", "trainjobs") == 2
+    assert emulator.requests().count("get", "trainjobs") == 1
     # a different attempt is a different TrainJob on its own copy
     third = run(make_adapter().start(job, 2))
     assert sorted(names(emulator, "TrainJob")) == sorted([first.native, third.native])
+
+
+def test_starts_at_the_same_moment_share_one_read_of_the_runtime(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    clock = ManualClock(100.0)
+    settings = {"kubeconfig": str(emulator.kubeconfig), "namespace": NAMESPACE}
+    adapter = KubeflowAdapter(
+        DispatchCluster(name="kf", adapter="kubeflow", settings=settings),
+        AdapterContext(state_dir=tmp_path / "state", clock=clock),
+    )
+    jobs = [job_of(example_spec("torch", name=f"burst-{i}")) for i in range(4)]
+    reads = emulator.requests().count("get", "clustertrainingruntimes")
+
+    async def starts() -> None:
+        await asyncio.gather(*(adapter.start(job, 1) for job in jobs[:3]))
+        clock.advance(RUNTIME_FRESH + 1)  # a later start reads the runtime again
+        await adapter.start(jobs[3], 1)
+        await adapter.aclose()
+
+    run(starts())
+    assert emulator.requests().count("get", "clustertrainingruntimes") - reads == 2
+    assert len(names(emulator, "TrainJob")) == 4
+    assert emulator.requests().count("get", "trainjobs") == 0  # nothing was read to adopt
 
 
 def _foreign(kind: str, name: str) -> dict[str, object]:

@@ -9,6 +9,7 @@ import asyncio
 import json
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from dispatch.model import Cause, State
 from tests.emulator.sdk_venv import ensure_sdk_venv
 
-from .harness import NAMESPACE, World
+from .harness import NAMESPACE, World, kueue
 
 JOBS = 50
 CRASH = {"pods": [{"index": 1, "runFor": 3, "exitCode": 3}], "default": {"runFor": 30}}
@@ -27,6 +28,17 @@ from kubeflow.trainer import TrainerClient
 client = TrainerClient(KubernetesBackendConfig(config_file=sys.argv[1], namespace=sys.argv[2]))
 print(json.dumps({name: client.get_job(name).status for name in sys.argv[3:]}))
 """
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    """Room for all 50 at once (2 CPU each, 8 per node): the supervisor starts them in one
+    burst, and the point here is what is kept after they fail, not waiting for capacity."""
+    made = World(tmp_path, kueue_config=kueue(), nodes=tuple(f"node-{i}" for i in range(13)))
+    try:
+        yield made
+    finally:
+        made.close()
 
 
 @pytest.mark.timeout(900)

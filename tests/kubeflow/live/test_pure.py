@@ -48,6 +48,37 @@ def test_objects_seen_before_their_trainjob_are_adopted_later() -> None:
     assert index.assign({"kind": "JobSet", "metadata": meta("unrelated")}) == []
 
 
+def _event_about(kind: str, name: str) -> dict[str, Any]:
+    return {"kind": "Event", "metadata": meta(f"{name}.{kind.lower()}"),
+            "involvedObject": {"kind": kind, "name": name, "namespace": NS}}  # fmt: skip
+
+
+def test_a_new_trainjob_adopts_its_own_orphans_and_leaves_the_others() -> None:
+    index = Attribution()
+    # events about the objects of "tj", of "tj-2" (a name "tj" is a prefix of) and of a
+    # Workload named after "tj-2"; one about a node; all kept before any TrainJob is known
+    for event in (
+        _event_about("Pod", "tj-node-0-0-abcde"),
+        _event_about("Job", "tj-2-node-0"),
+        _event_about("Workload", "trainjob-tj-2-1a2b3"),
+        _event_about("Node", "node-1"),
+    ):
+        assert index.assign(event) == []
+        index.keep_orphan(event)
+    index.keep_orphan(pod("tj-node-0-0-abcde", 0, "5"))
+    assert index.assign(trainjob("tj-2", uid="u2")) == [(NS, "tj-2")]
+    taken = sorted(obj["metadata"]["name"] for _, obj in index.adopt_orphans())
+    assert taken == ["tj-2-node-0.job", "trainjob-tj-2-1a2b3.workload"]  # the longest name wins
+    assert index.assign(trainjob("tj")) == [(NS, "tj")]
+    adopted = index.adopt_orphans()
+    assert sorted(obj["kind"] for _, obj in adopted) == ["Event", "Event", "Pod"]
+    assert {ref for ref, _ in adopted} == {(NS, "tj")}  # the node event: by the pod on it
+    assert index.adopt_orphans() == []  # each handed out once
+    index.forget((NS, "tj"))
+    assert index.assign(_event_about("Pod", "tj-node-0-0-abcde")) == []
+    assert index.assign({"kind": "Node", "metadata": {"name": "node-1"}}) == []
+
+
 def _failed_pod(rv: str) -> dict[str, Any]:
     terminated = {"exitCode": 3, "reason": "Error", "startedAt": T0,
                   "finishedAt": "2026-01-01T00:00:10Z"}  # fmt: skip

@@ -14,6 +14,7 @@ import pytest
 from dispatch.adapters.kubeflow.api.client import Connection
 from dispatch.adapters.kubeflow.api.kinds import (
     CORE_EVENTS,
+    COSCHEDULING_PODGROUPS,
     JOB,
     JOBSET_NAME,
     JOBSETS,
@@ -26,6 +27,7 @@ from dispatch.adapters.kubeflow.api.kinds import (
     WORKLOADS,
     WatchedKind,
 )
+from dispatch.adapters.kubeflow.causes.podgroups import COSCHEDULING_LABEL
 from dispatch.adapters.kubeflow.live import catchup, lag, streams
 from dispatch.adapters.kubeflow.live.attribution import TRAINJOB_NAME
 from dispatch.adapters.kubeflow.live.capture import Capture
@@ -33,6 +35,7 @@ from dispatch.adapters.kubeflow.live.catchup import QUIET
 from dispatch.adapters.kubeflow.planning.trainjob import LABEL_JOB, LABEL_QUEUE
 from dispatch.clock import ManualClock
 from dispatch.testing.k8s import ClusterConfig, Emulator, FaultRule
+from tests.kubeflow.helpers import until
 
 NS = "ml-team"
 KINDS = (WatchedKind(CORE_EVENTS), WatchedKind(NODES))
@@ -45,14 +48,6 @@ def event(name: str) -> dict[str, Any]:
 
 def node(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
-
-
-async def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    for _ in range(int(seconds / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not reached in time")
 
 
 def run_capture(
@@ -252,6 +247,31 @@ def test_an_outcome_waits_on_the_workload_stream_only_if_kueue_may_manage_its_tr
         run_capture(emu, tmp_path / "kubeconfig", body, kinds)
 
 
+def test_an_outcome_waits_on_the_podgroup_stream_only_if_its_pods_may_belong_to_a_gang(
+    tmp_path: Path,
+) -> None:
+    kinds = (WatchedKind(COSCHEDULING_PODGROUPS), WatchedKind(NODES))
+    labels = {
+        "plain": {JOBSET_NAME: "plain"},
+        "coscheduled": {JOBSET_NAME: "coscheduled", COSCHEDULING_LABEL: "coscheduled"},
+    }
+    with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
+
+        async def body(capture: Capture, clock: ManualClock) -> None:
+            for name in ("plain", "coscheduled", "podless"):
+                capture.seen(trainjob(name))
+            for name, pod_labels in labels.items():
+                capture.seen({**pod(f"{name}-node-0-0", pod_labels), "metadata": {
+                    "name": f"{name}-node-0-0", "namespace": NS, "labels": pod_labels,
+                    "resourceVersion": "1"}})  # fmt: skip
+            target = await only_the_nodes_move(emu, capture)  # the PodGroup stream is behind
+            waits = {n: not capture.caught_up(target, None, (NS, n)) for n in (*labels, "podless")}
+            # no pod seen yet: a gang that never formed may be why, so it waits
+            assert waits == {"plain": False, "coscheduled": True, "podless": True}
+
+        run_capture(emu, tmp_path / "kubeconfig", body, kinds)
+
+
 def spy_on_lists(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     """The (resource, label selector) of every list the capture makes from now on (its
     streams' lists and its checks')."""
@@ -275,6 +295,23 @@ def jobset(name: str, labels: dict[str, str]) -> dict[str, Any]:
             "spec": {"suspend": True, "replicatedJobs": []}}  # fmt: skip
 
 
+def make_two_trainjobs(
+    emu: Emulator, make: Callable[[str, dict[str, str]], dict[str, Any]]
+) -> None:
+    """Three objects of ``make``'s kind for each of tj-a and tj-b, labelled as theirs."""
+    for name in ("tj-a", "tj-b"):
+        for i in range(3):
+            emu.create(make(f"{name}-{i}", {LABEL_JOB: f"job-{name}", JOBSET_NAME: name}))
+
+
+async def two_trainjobs_behind(emu: Emulator, capture: Capture) -> int:
+    """tj-a and tj-b known to the capture, and every stream but the Nodes' behind: the
+    position to catch up with."""
+    capture.seen(trainjob("tj-a"))
+    capture.seen(trainjob("tj-b"))
+    return await only_the_nodes_move(emu, capture)
+
+
 @pytest.mark.parametrize(
     ("kinds", "make", "selector"),
     [
@@ -293,14 +330,10 @@ def test_a_stream_with_many_objects_is_checked_for_the_waiting_trainjob_alone(
     monkeypatch.setattr(catchup, "NARROW_FROM", 3)
     lists = spy_on_lists(monkeypatch)
     with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
-        for name in ("tj-a", "tj-b"):
-            for i in range(3):
-                emu.create(make(f"{name}-{i}", {LABEL_JOB: f"job-{name}", JOBSET_NAME: name}))
+        make_two_trainjobs(emu, make)
 
         async def body(capture: Capture, clock: ManualClock) -> None:
-            capture.seen(trainjob("tj-a"))
-            capture.seen(trainjob("tj-b"))
-            target = await only_the_nodes_move(emu, capture)
+            target = await two_trainjobs_behind(emu, capture)
             since = clock.now()
             assert not capture.caught_up(target, since, A)
             lists.clear()
@@ -317,6 +350,32 @@ def test_a_stream_with_many_objects_is_checked_for_the_waiting_trainjob_alone(
             ]  # the seeded TrainJobs only: a check files nothing
 
         run_capture(emu, tmp_path / "kubeconfig", body, kinds)
+
+
+def test_so_many_trainjobs_waiting_that_their_selector_is_too_long_get_a_whole_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(catchup, "NARROW_FROM", 3)
+    # room for one TrainJob's name in the selector, not two
+    monkeypatch.setattr(catchup, "MAX_SELECTOR", len(f"{LABEL_JOB},{JOBSET_NAME} in (tj-a)"))
+    lists = spy_on_lists(monkeypatch)
+    with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
+        make_two_trainjobs(emu, pod)
+
+        async def body(capture: Capture, clock: ManualClock) -> None:
+            target = await two_trainjobs_behind(emu, capture)
+            since = clock.now()
+            assert not capture.caught_up(target, since, A)
+            assert not capture.caught_up(target, since, B)
+            lists.clear()
+            clock.advance(QUIET)
+            capture.caught_up(target, since, A)
+            capture.caught_up(target, since, B)
+            await until(lambda: capture.caught_up(target, None, B))
+            assert lists == [("pods", LABEL_JOB)]  # one check of the whole stream
+            assert capture.caught_up(target, None, A)
+
+        run_capture(emu, tmp_path / "kubeconfig", body, POD_KINDS)
 
 
 def test_a_check_for_a_trainjob_missing_one_of_its_objects_is_followed_by_a_whole_one(

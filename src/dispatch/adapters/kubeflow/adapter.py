@@ -38,14 +38,20 @@ Differences from the SPI's general guarantees (``dispatch.adapters.base``):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dispatch.adapters.base import AdapterContext
 from dispatch.adapters.kubeflow.api import submit
-from dispatch.adapters.kubeflow.api.client import RUNTIMES, TRAINJOBS, Connection, Session
+from dispatch.adapters.kubeflow.api.client import (
+    REQUEST_TIMEOUT,
+    RUNTIMES,
+    TRAINJOBS,
+    Connection,
+    Session,
+)
 from dispatch.adapters.kubeflow.api.credentials import SERVICE_ACCOUNT, default_namespace, locate
 from dispatch.adapters.kubeflow.api.errors import ApiRejected, Conflict
 from dispatch.adapters.kubeflow.api.probe import ClusterFacts, answers, probe, refusals
@@ -71,7 +77,7 @@ from dispatch.adapters.kubeflow.live.lastwords import last_words
 from dispatch.adapters.kubeflow.live.output import read_output
 from dispatch.adapters.kubeflow.live.snapshot import merged, snapshot
 from dispatch.adapters.kubeflow.live.verdict import DEFAULT_SETTLE, Verdicts
-from dispatch.adapters.kubeflow.live.watching import watch_attempts
+from dispatch.adapters.kubeflow.live.watching import RetireSweep, watch_attempts
 from dispatch.adapters.kubeflow.objects import as_list, dig, format_time, text_of
 from dispatch.adapters.kubeflow.planning.names import trainjob_name
 from dispatch.adapters.kubeflow.planning.plan import NO_RUNTIME, plan_objects, runtime_verdict
@@ -99,8 +105,25 @@ from dispatch.model import (
 from dispatch.model.identity import ENV_ATTEMPT, ENV_JOB
 
 RuntimeKey = tuple[str, str]
+#: seconds one read of a runtime serves the starts that need it (``_shared_runtime``)
+RUNTIME_FRESH = 2.0
 
 log = logger(__name__)
+
+T = TypeVar("T")
+#: work several callers share: the event loop it runs on, and its task
+Shared = tuple[asyncio.AbstractEventLoop, "asyncio.Future[T]"]
+
+
+def _shared(current: Shared[T] | None, begin: Callable[[], Awaitable[T]]) -> Shared[T]:
+    """``current`` if it can still serve (on this event loop, not failed), else ``begin()``
+    started as a task on this loop."""
+    loop = asyncio.get_running_loop()
+    if current is not None and current[0] is loop:
+        task = current[1]
+        if not task.done() or (not task.cancelled() and task.exception() is None):
+            return current
+    return loop, asyncio.ensure_future(begin())
 
 
 class KubeflowAdapter:
@@ -127,12 +150,19 @@ class KubeflowAdapter:
         source = locate(
             self.settings.kubeconfig, self.settings.context, service_account=service_account
         )
-        timeout = {} if request_timeout is None else {"request_timeout": request_timeout}
-        self.connection = Connection(source, self.settings.context, **timeout)
+        self.connection = Connection(
+            source,
+            self.settings.context,
+            request_timeout=REQUEST_TIMEOUT if request_timeout is None else request_timeout,
+            max_in_flight=self.settings.max_in_flight,
+        )
         self._resolved: KubeflowSettings | None = None
         self._facts: ClusterFacts | None = None
         self._probed_at: float | None = None
         self._runtimes: dict[RuntimeKey, Any] = {}  # last read of each runtime (None: absent)
+        #: the read of each runtime the starts share: (when it began, the read)
+        self._runtime_reads: dict[RuntimeKey, tuple[float, Shared[Any] | None]] = {}
+        self._probe: Shared[ClusterFacts] | None = None  # the probe starts share
         self._sleep = sleep
         self._capture: Capture | None = None
         self._capture_loop: asyncio.AbstractEventLoop | None = None
@@ -144,6 +174,8 @@ class KubeflowAdapter:
         self._attempts: dict[str, tuple[str, int]] = {}
         #: the TrainJobs marked ``dispatch.dev/started`` (or found marked) by this adapter
         self._started: set[TrainJobRef] = set()
+        #: what the watches still check for retirement, across the watches' restarts
+        self._sweep = RetireSweep()
         #: failed ranks' last output read before their pods could go, until an observation
         #: carries it to the records (``live/lastwords.py``)
         self._words: dict[TrainJobRef, list[Evidence]] = {}
@@ -171,10 +203,14 @@ class KubeflowAdapter:
         return self.resolved_settings().effective_namespace
 
     async def facts(self, session: Session) -> ClusterFacts:
-        """The cluster's probed facts, probed once and cached for this adapter's lifetime."""
+        """The cluster's probed facts, probed once and cached for this adapter's lifetime
+        (starts asking at the same moment share the one probe)."""
         if self._facts is None:
-            self._facts = await probe(session, self.namespace)
-            self._probed_at = self.context.clock.now()
+            found = _shared(self._probe, lambda: probe(session, self.namespace))
+            self._probe = found
+            facts = await asyncio.shield(found[1])
+            if self._facts is None:
+                self._facts, self._probed_at = facts, self.context.clock.now()
         return self._facts
 
     async def read_runtime(self, session: Session, kind: str, name: str) -> Any:
@@ -187,6 +223,19 @@ class KubeflowAdapter:
             raw = await session.get(resource, name, self.namespace if resource.namespaced else None)
         self._runtimes[(kind, name)] = raw
         return raw
+
+    async def _shared_runtime(self, session: Session, kind: str, name: str) -> Any:
+        """The runtime ``kind``/``name`` as read at most ``RUNTIME_FRESH`` seconds ago, or read
+        now; starts at the same moment share one read. A runtime edited is seen by the starts
+        that begin ``RUNTIME_FRESH`` seconds after the edit at the latest; each attempt's copy
+        is made from the very state its rules were checked on, whichever read that was."""
+        key, now = (kind, name), self.context.clock.now()
+        began, shared = self._runtime_reads.get(key, (now, None))
+        if now - began > RUNTIME_FRESH:
+            began, shared = now, None
+        shared = _shared(shared, lambda: self.read_runtime(session, kind, name))
+        self._runtime_reads[key] = (began, shared)
+        return await asyncio.shield(shared[1])
 
     async def _spec_runtime(self, session: Session, spec: JobSpec) -> Any:
         if spec.runtime is None:
@@ -232,10 +281,18 @@ class KubeflowAdapter:
         async with self.connection.session() as session:
             return await self._plan(session, job, attempt, held)
 
-    async def _plan(self, session: Session, job: Job, attempt: int, held: bool) -> Plan:
+    async def _plan(
+        self, session: Session, job: Job, attempt: int, held: bool, *, shared_read: bool = False
+    ) -> Plan:
+        """``shared_read``: the runtime as read for the starts of the last ``RUNTIME_FRESH``
+        seconds (one read serves a burst of starts; see ``_shared_runtime``)."""
         settings = self.resolved_settings()
         facts = await self.facts(session)
-        raw = await self._spec_runtime(session, job.spec)
+        if shared_read and job.spec.runtime is not None:
+            runtime = job.spec.runtime
+            raw = await self._shared_runtime(session, runtime.kind.value, runtime.name)
+        else:
+            raw = await self._spec_runtime(session, job.spec)
         planned = plan_objects(job, attempt, raw, settings, held=held)
         cluster_refusals = refusals(facts, self._queue(job.spec))
         report = replace(
@@ -277,17 +334,20 @@ class KubeflowAdapter:
         name = trainjob_name(job.id, attempt)
         self.capture().cover([self.namespace])
         async with self.connection.session() as session:
-            created = await submit.adopt_existing(session, name, job, attempt, self.namespace)
-            if created is None:
-                plan = await self._plan(session, job, attempt, held)
-                if not plan.accepted:
-                    await submit.discard_copy(session, name, job, attempt, self.namespace)
-                    plan.capabilities.raise_if_refused()
+            plan = await self._plan(session, job, attempt, held, shared_read=True)
+            if plan.accepted:  # created, or adopted when a start before this one made it
                 if job.spec.secret_env:  # the values, for the API server only
                     plan = with_secret_values(plan, self.context.secret_values(job))
                 created = await submit.create_attempt(
                     session, plan, job, attempt, self.namespace, cluster=self.cluster.name
                 )
+            else:  # a TrainJob made before its runtime changed is still the attempt's
+                found = await submit.adopt_existing(session, name, job, attempt, self.namespace)
+                if found is None:
+                    await submit.discard_copy(session, name, job, attempt, self.namespace)
+                    plan.capabilities.raise_if_refused()
+                    raise AssertionError("a plan not accepted names its refusals")
+                created = found
         return AttemptHandle(
             job_id=job.id,
             attempt=attempt,
@@ -328,6 +388,7 @@ class KubeflowAdapter:
                 self.connection, self.cluster.name, self.context.clock, sleep=self._sleep
             )
             self._capture_loop = loop
+            self._sweep = RetireSweep()  # a new capture knows every TrainJob afresh
             for ref, records in self._seeded.items():
                 self._capture.seed(ref, records)
         return self._capture
@@ -415,26 +476,32 @@ class KubeflowAdapter:
             cancelled=self._cancelled,
             uids={self._ref(h): uid for h in handles if (uid := self._uid(h)) is not None},
             sleep=self._sleep,
+            sweep=self._sweep,
         ):
             if observation.outcome.state is State.RUNNING:
                 await self._mark_started(observation.handle, observation.outcome)
             if observation.outcome.is_terminal:  # final for this adapter: not read again
                 ref = self._ref(observation.handle)
                 self._seeded.pop(ref, None)
+                pods = self.capture().final_pods(ref)
                 # the ranks under a replaced name are another owner's: their output is not read
                 ended = observation.outcome
                 if ended.state is not State.SUCCEEDED and not is_replaced(ended):
                     if ref not in self._words:
-                        await self._keep_last_words(ref, observation.outcome)
+                        await self._keep_last_words(ref, observation.outcome, pods)
                     words = self._words.pop(ref, [])
                     observation = replace(observation, evidence=(*observation.evidence, *words))
             yield observation
 
-    async def _keep_last_words(self, ref: TrainJobRef, outcome: Outcome | None) -> None:
-        """Read the failed ranks' last output now, while their pods exist (``lastwords``)."""
+    async def _keep_last_words(
+        self, ref: TrainJobRef, outcome: Outcome | None, pods: Sequence[Any] = ()
+    ) -> None:
+        """Read the failed ranks' last output now, while their pods exist (``lastwords``);
+        ``pods``: the attempt's pods as the streams showed them (else they are listed)."""
         try:
             async with self.connection.session() as session:
-                words = await last_words(session, *ref, outcome, self.context.clock.now())
+                now = self.context.clock.now()
+                words = await last_words(session, *ref, outcome, now, known=pods)
         except DispatchError as exc:
             log.info("TrainJob %s/%s: its ranks' last output could not be read (%s)", *ref, exc)
             words = []

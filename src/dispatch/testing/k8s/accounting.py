@@ -1,5 +1,8 @@
 """Request accounting: requests served by verb and resource, and open watch streams.
 
+Requests API Priority and Fairness rejected (429 before being served) are counted apart, in
+``throttled``: ``requests`` holds what went past flow control, as it did without it.
+
 Counters are updated on the event-loop thread and read from any thread through
 :meth:`RequestAccounting.snapshot` (a consistent copy taken under a lock).
 """
@@ -8,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -16,6 +19,8 @@ class RequestCounts:
     requests: dict[tuple[str, str], int]  # (verb, resource) -> requests served
     open_watches: dict[str, int]  # resource -> watch streams open now
     watches_started: int
+    #: (verb, resource) -> requests flow control rejected with 429 (not in ``requests``)
+    throttled: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -29,6 +34,10 @@ class RequestCounts:
         )
 
     @property
+    def throttled_total(self) -> int:
+        return sum(self.throttled.values())
+
+    @property
     def open_watch_total(self) -> int:
         return sum(self.open_watches.values())
 
@@ -39,10 +48,15 @@ class RequestAccounting:
         self._requests: Counter[tuple[str, str]] = Counter()
         self._open: Counter[str] = Counter()
         self._started = 0
+        self._throttled: Counter[tuple[str, str]] = Counter()
 
     def request(self, verb: str, resource: str) -> None:
         with self._lock:
             self._requests[(verb, resource)] += 1
+
+    def throttled(self, verb: str, resource: str) -> None:
+        with self._lock:
+            self._throttled[(verb, resource)] += 1
 
     def watch_opened(self, resource: str) -> None:
         with self._lock:
@@ -57,9 +71,13 @@ class RequestAccounting:
         with self._lock:
             self._requests.clear()
             self._started = 0
+            self._throttled.clear()
 
     def snapshot(self) -> RequestCounts:
         with self._lock:
             return RequestCounts(
-                dict(self._requests), {k: v for k, v in self._open.items() if v}, self._started
+                dict(self._requests),
+                {k: v for k, v in self._open.items() if v},
+                self._started,
+                dict(self._throttled),
             )

@@ -30,6 +30,7 @@ from dispatch.testing.k8s.authz import Authorizer
 from dispatch.testing.k8s.clock import ScaledClock
 from dispatch.testing.k8s.controllers.budgets import DisruptionController
 from dispatch.testing.k8s.faults import FaultInjector
+from dispatch.testing.k8s.flowcontrol import FlowControl
 from dispatch.testing.k8s.logs import PodLogs
 from dispatch.testing.k8s.meta import Identity, rfc3339
 from dispatch.testing.k8s.rbac import RbacStrategy
@@ -73,6 +74,9 @@ class ClusterConfig:
     port: int = 0  # the API server's loopback port; 0: a free one the kernel picks
     #: API groups this cluster lacks (Kueue's where no Kueue runs): 404, as without their CRDs
     without_groups: Sequence[str] = ()
+    #: API Priority and Fairness on HTTP requests: seats, queue, exempt users (None: no limit;
+    #: the cluster's own controllers act on the store and are never limited)
+    flow_control: FlowControl | None = None
 
 
 class Cluster:
@@ -117,6 +121,7 @@ class Cluster:
             authorizer=self.authorizer,
             bookmark_interval=cfg.bookmark_interval,
             git_version=cfg.git_version,
+            flow_control=cfg.flow_control,
         )
         self.controller_errors: list[tuple[str, BaseException]] = []
         #: kube-controller-manager's part every cluster has, whatever ``controllers`` holds

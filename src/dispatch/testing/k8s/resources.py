@@ -9,8 +9,9 @@ converts on the way in and out (:mod:`dispatch.testing.k8s.conversion`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property, wraps
 from typing import Any
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
@@ -39,11 +40,12 @@ class ResourceType:
     #: DELETE answers with the object, not a Status (the registry's ``ReturnDeletedObject``)
     return_deleted: bool = False
 
-    @property
+    # cached: the fields are frozen, and the store asks these on every operation
+    @cached_property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    @property
+    @cached_property
     def storage(self) -> tuple[str, str]:
         """Key shared by every version of the same stored resource."""
         return (_STORAGE_GROUP.get((self.group, self.plural), self.group), self.plural)
@@ -292,14 +294,56 @@ TRAINING_OPERATOR_RESOURCES: tuple[ResourceType, ...] = tuple(
 )
 
 
+class _Types(list[ResourceType]):
+    """The catalog's list of types, counting its changes (``version``) so that lookups can
+    be memoized: a test may change ``types`` in place to hide a group."""
+
+    version = 0
+
+
+def _counting(method: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(method)
+    def changing(self: _Types, *args: Any, **kwargs: Any) -> Any:
+        self.version += 1
+        return method(self, *args, **kwargs)
+
+    return changing
+
+
+for _name in (
+    "__setitem__", "__delitem__", "__iadd__", "__imul__", "append", "extend", "insert", "pop",
+    "remove", "clear", "sort", "reverse",
+):  # fmt: skip
+    setattr(_Types, _name, _counting(getattr(list, _name)))
+
+
 @dataclass
 class ResourceCatalog:
-    """Lookup of resource types by (group, version, plural) and by storage key."""
+    """Lookup of resource types by (group, version, plural) and by storage key.
+
+    ``by_kind`` and ``storage_type`` are memoized until ``types`` changes (through
+    :meth:`add` or in place)."""
 
     types: list[ResourceType] = field(default_factory=lambda: list(DEFAULT_RESOURCES))
 
     def __post_init__(self) -> None:
+        self.types = _Types(self.types)
         self._index = {(t.group, t.version, t.plural): t for t in self.types}
+        self._memo_stamp: tuple[int, int] = (0, -1)
+        self._kinds: dict[tuple[str, str], ResourceType | None] = {}
+        self._storages: dict[tuple[str, str], ResourceType | None] = {}
+
+    def _memo(self) -> bool:
+        """Whether the memos may be used (emptied first if ``types`` changed since)."""
+        types = self.types
+        if not isinstance(types, _Types):  # replaced by a plain list: no memo
+            return False
+        stamp = (id(types), types.version)
+        if stamp != self._memo_stamp:
+            self._memo_stamp = stamp
+            self._kinds.clear()
+            self._storages.clear()
+        return True
 
     def add(self, rtype: ResourceType) -> None:
         self.types.append(rtype)
@@ -312,6 +356,14 @@ class ResourceCatalog:
         return self._index.get((group, version, plural))
 
     def by_kind(self, api_version: str, kind: str) -> ResourceType | None:
+        if not self._memo():
+            return self._by_kind(api_version, kind)
+        key = (api_version, kind)
+        if key not in self._kinds:
+            self._kinds[key] = self._by_kind(api_version, kind)
+        return self._kinds[key]
+
+    def _by_kind(self, api_version: str, kind: str) -> ResourceType | None:
         for t in self.types:
             if t.api_version == api_version and t.kind == kind:
                 return t
@@ -319,10 +371,18 @@ class ResourceCatalog:
 
     def storage_type(self, rtype: ResourceType) -> ResourceType:
         """The version whose representation the store keeps for ``rtype``'s storage."""
+        if not self._memo():
+            return self._storage_type(rtype.storage) or rtype
+        key = rtype.storage
+        if key not in self._storages:
+            self._storages[key] = self._storage_type(key)
+        return self._storages[key] or rtype
+
+    def _storage_type(self, storage: tuple[str, str]) -> ResourceType | None:
         for t in self.types:
-            if t.storage == rtype.storage and t.storage_version:
+            if t.storage == storage and t.storage_version:
                 return t
-        return rtype
+        return None
 
     def groups(self) -> dict[str, list[str]]:
         """Group name -> served versions, in registration order (core group under ``""``)."""

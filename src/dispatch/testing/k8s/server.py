@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -29,6 +30,7 @@ from dispatch.testing.k8s.authz import (
 from dispatch.testing.k8s.errors import ApiError, status_details
 from dispatch.testing.k8s.eviction import Eviction
 from dispatch.testing.k8s.faults import FaultDecision, FaultInjector
+from dispatch.testing.k8s.flowcontrol import FlowControl, FlowController, Throttled
 from dispatch.testing.k8s.logs import PodLogs, choose_container
 from dispatch.testing.k8s.options import (
     check_delete,
@@ -174,6 +176,7 @@ class ApiServer:
         wall: Clock | None = None,
         bookmark_interval: float = 60.0,
         git_version: str = "v1.33.0",
+        flow_control: FlowControl | None = None,
     ) -> None:
         self.store = store
         self.logs = logs
@@ -188,10 +191,14 @@ class ApiServer:
         self._runner: web.AppRunner | None = None
         self.url = ""
         self._watches: set[Any] = set()
+        #: API Priority and Fairness (None: every request is served at once)
+        self.flow = None if flow_control is None else FlowController(flow_control, self.wall.now)
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
+        if self.flow is not None:
+            app.on_response_prepare.append(self.flow.on_response_prepare)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -223,6 +230,9 @@ class ApiServer:
             response = await self._route(request)
         except ApiError as exc:
             response = _error(exc)
+        except Throttled as exc:
+            self.accounting.throttled(exc.verb, exc.resource)
+            response = exc.response()
         for text in warnings:
             response.headers.add("Warning", warning_header(text))
         return response
@@ -251,19 +261,36 @@ class ApiServer:
         try:
             info = parse(path, request.method, query, self.store.catalog)
         except NotAResource:
-            if user is not None:
-                self._authorize(user, Attributes(request.method.lower(), path=path))
-            found = (
-                discovery.document(self.store.catalog, path, self.git_version)
-                if request.method == "GET"
-                else None
-            )
-            self.accounting.request("get", "discovery")
-            if found is None:
-                raise ApiError(
-                    404, "NotFound", "the server could not find the requested resource", {}
-                ) from None
-            return _json(found)
+            async with self._priority_and_fairness(user, "get", "discovery"):
+                return self._non_resource(request, user)
+        async with self._priority_and_fairness(user, info.verb, info.resource, info.subresource):
+            return await self._resource(request, query, user, info)
+
+    def _priority_and_fairness(
+        self, user: UserInfo | None, verb: str, resource: str, subresource: str = ""
+    ) -> AbstractAsyncContextManager[None]:
+        """APF's hold on a request while it is served (raises :class:`Throttled` to reject)."""
+        if self.flow is None:
+            return nullcontext()
+        return self.flow.admit(user or ADMIN_USER, verb, resource, subresource)
+
+    def _non_resource(self, request: web.Request, user: UserInfo | None) -> web.StreamResponse:
+        path = request.path
+        if user is not None:
+            self._authorize(user, Attributes(request.method.lower(), path=path))
+        found = (
+            discovery.document(self.store.catalog, path, self.git_version)
+            if request.method == "GET"
+            else None
+        )
+        self.accounting.request("get", "discovery")
+        if found is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        return _json(found)
+
+    async def _resource(
+        self, request: web.Request, query: dict[str, str], user: UserInfo | None, info: RequestInfo
+    ) -> web.StreamResponse:
         self.accounting.request(info.verb, info.resource)
         fault = self.faults.decide(info.verb, info.resource, info.namespace, info.name)
         await self._inject(request, fault)

@@ -18,8 +18,8 @@ would have stored:
 * on update, fields the client left out keep their allocated values, and a changed cluster IP
   is 422 "may not change once set".
 
-Allocation is computed from the stored Services (no allocator state), so a refused or dry-run
-write never leaks an address. Addresses are handed out in order from the first one above the
+Allocation is computed from the stored Services (an index of what each holds, kept from the
+store's changes: no allocator state), so a refused or dry-run write never leaks an address. Addresses are handed out in order from the first one above the
 range's reserved lower band (a real allocator picks at random in that band): the emulator's
 choices are deterministic, a test must not depend on the value.
 """
@@ -27,12 +27,20 @@ choices are deterministic, a test must not depend on the value.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
-from typing import Any
+from collections import Counter
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from dispatch.adapters.kubeflow.objects import MERGE_KEYS as _BASE_MERGE_KEYS
 from dispatch.testing.k8s.admission import AdmissionRequest
 from dispatch.testing.k8s.errors import FieldError, FieldErrorType
+
+if TYPE_CHECKING:
+    from dispatch.testing.k8s.resources import ResourceType
+    from dispatch.testing.k8s.store import Store
+    from dispatch.testing.k8s.watch import Change
 
 JsonObj = dict[str, Any]
 SERVICES = ("", "services")
@@ -88,32 +96,133 @@ def default(spec: JsonObj) -> None:
         spec["allocateLoadBalancerNodePorts"] = True
 
 
-def _allocated(request: AdmissionRequest) -> tuple[set[str], set[int]]:
-    """Cluster IPs and node ports held by every stored Service but the one being written."""
-    me = request.obj["metadata"]
-    key = (me.get("namespace"), me.get("name"))
-    ips: set[str] = set()
-    ports: set[int] = set()
-    for svc in request.store.objects(request.rtype):
-        m = svc["metadata"]
-        if (m.get("namespace"), m.get("name")) == key:
-            continue
-        spec = svc.get("spec") or {}
-        ips.update(ip for ip in spec.get("clusterIPs") or [] if ip != HEADLESS)
-        ports.update(p["nodePort"] for p in spec.get("ports") or [] if p.get("nodePort"))
+class _Pool:
+    """How many stored Services hold each value of one range (cluster IP offsets or node
+    ports), and ``floor``: every value of the range below it is held. ``floor`` moves up past
+    held values when asked and back when one is released, so finding a free value is O(1)
+    amortized."""
+
+    def __init__(self, values: range) -> None:
+        self.values = values
+        self.held: dict[int, int] = {}
+        self.floor = values.start
+
+    def hold(self, value: int, n: int) -> None:
+        count = self.held.get(value, 0) + n
+        if count:
+            self.held[value] = count
+            return
+        self.held.pop(value, None)
+        if value in self.values and value < self.floor:
+            self.floor = value
+
+    def free(self, mine: Collection[int]) -> Iterator[int]:
+        """In order, the values no Service holds but the one being written (``mine``: its
+        own)."""
+        while self.floor < self.values.stop and self.floor in self.held:
+            self.floor += 1
+        own = [v for v in mine if self.held.get(v) == 1 and v in self.values]
+        value = min([self.floor, *own])
+        while value < self.values.stop:
+            if self.held.get(value, 0) - (value in mine) <= 0:
+                yield value
+            value += 1
+
+
+class _Taken:
+    """What the other Services hold, as a set: the index's counts minus the writer's own."""
+
+    def __init__(self, held: Counter[str], mine: Collection[str]) -> None:
+        self.held = held
+        self.mine = mine
+
+    def __contains__(self, value: str) -> bool:
+        return self.held.get(value, 0) - (value in self.mine) > 0
+
+
+def _offset(ip: str) -> int | None:
+    """``ip``'s offset in :data:`SERVICE_CIDR` if it is an address of it written as
+    allocation writes one, else None."""
+    if not _is_ip(ip):
+        return None
+    address = ipaddress.ip_address(ip)
+    if str(address) != ip or address not in SERVICE_CIDR:
+        return None
+    return int(address) - int(SERVICE_CIDR.network_address)
+
+
+def _holdings(svc: JsonObj) -> tuple[frozenset[str], frozenset[int]]:
+    """The cluster IPs and node ports ``svc`` holds."""
+    spec = svc.get("spec") or {}
+    ips = frozenset(ip for ip in spec.get("clusterIPs") or [] if ip != HEADLESS)
+    ports = frozenset(p["nodePort"] for p in spec.get("ports") or [] if p.get("nodePort"))
     return ips, ports
 
 
-def _next_ip(taken: set[str]) -> str:
-    base = int(SERVICE_CIDR.network_address)
-    for offset in range(RESERVED, SERVICE_CIDR.num_addresses - 1):
-        candidate = str(ipaddress.ip_address(base + offset))
-        if candidate not in taken:
-            return candidate
-    raise RuntimeError("the emulated service CIDR is full")
+class Allocations:
+    """The cluster IPs and node ports the stored Services hold, kept from the store's changes
+    (a refused or dry-run write stores nothing, so it holds nothing)."""
+
+    def __init__(self, store: Store, rtype: ResourceType) -> None:
+        self._held: dict[tuple[str, str], tuple[frozenset[str], frozenset[int]]] = {}
+        self.ips: Counter[str] = Counter()
+        self.ip_pool = _Pool(range(RESERVED, SERVICE_CIDR.num_addresses - 1))
+        self.port_pool = _Pool(NODE_PORTS)
+        for svc in store.objects(rtype):
+            self._hold(svc)
+        store.on_change(self._on_change)
+
+    def of(self, key: tuple[str, str]) -> tuple[frozenset[str], frozenset[int]]:
+        """What the Service at ``key`` (namespace, name) holds."""
+        return self._held.get(key, (frozenset(), frozenset()))
+
+    def _on_change(self, change: Change) -> None:
+        if change.rtype.storage != SERVICES:
+            return
+        self._release((change.namespace, change.name))
+        if change.type != "DELETED":
+            self._hold(change.obj)
+
+    def _hold(self, svc: JsonObj) -> None:
+        m = svc["metadata"]
+        held = self._held[(m.get("namespace", ""), m["name"])] = _holdings(svc)
+        self._count(*held, 1)
+
+    def _release(self, key: tuple[str, str]) -> None:
+        held = self._held.pop(key, None)
+        if held is not None:
+            self._count(*held, -1)
+
+    def _count(self, ips: frozenset[str], ports: frozenset[int], n: int) -> None:
+        for ip in ips:
+            self.ips[ip] += n
+            if not self.ips[ip]:
+                del self.ips[ip]
+            offset = _offset(ip)
+            if offset is not None:
+                self.ip_pool.hold(offset, n)
+        for port in ports:
+            self.port_pool.hold(port, n)
 
 
-def _allocate_ip(spec: JsonObj, taken: set[str]) -> list[FieldError]:
+@dataclass(frozen=True)
+class _Free:
+    """For the Service being written: the cluster IPs the others hold (``taken_ips``), and
+    in order the free cluster IPs (as offsets in :data:`SERVICE_CIDR`) and node ports."""
+
+    taken_ips: _Taken
+    ips: Iterator[int]
+    ports: Iterator[int]
+
+
+def _next_ip(free: _Free) -> str:
+    offset = next(free.ips, None)
+    if offset is None:
+        raise RuntimeError("the emulated service CIDR is full")
+    return str(ipaddress.ip_address(int(SERVICE_CIDR.network_address) + offset))
+
+
+def _allocate_ip(spec: JsonObj, free: _Free) -> list[FieldError]:
     """Fill ``clusterIP``/``clusterIPs`` of a new Service (alloc.go ``allocClusterIPs``)."""
     ips = list(spec.get("clusterIPs") or [])
     ip = spec.get("clusterIP") or (ips[0] if ips else "")
@@ -121,7 +230,7 @@ def _allocate_ip(spec: JsonObj, taken: set[str]) -> list[FieldError]:
         spec["clusterIP"], spec["clusterIPs"] = HEADLESS, [HEADLESS]
         return []
     if not ip:
-        ip = _next_ip(taken)
+        ip = _next_ip(free)
     else:
         address = ipaddress.ip_address(ip) if _is_ip(ip) else None
         problem = ""
@@ -130,7 +239,7 @@ def _allocate_ip(spec: JsonObj, taken: set[str]) -> list[FieldError]:
                 f"the provided IP ({ip}) is not in the valid range. "
                 f"The range of valid IPs is {SERVICE_CIDR}"
             )
-        elif ip in taken:
+        elif ip in free.taken_ips:
             problem = "provided IP is already allocated"
         if problem:
             shown = ips or [ip]
@@ -164,12 +273,11 @@ def _families(spec: JsonObj) -> None:
     spec.setdefault("ipFamilies", ["IPv4"])
 
 
-def _node_ports(spec: JsonObj, taken: set[int]) -> None:
+def _node_ports(spec: JsonObj, free: Iterator[int]) -> None:
     if spec["type"] not in ("NodePort", "LoadBalancer"):
         return
     if spec["type"] == "LoadBalancer" and spec.get("allocateLoadBalancerNodePorts") is False:
         return
-    free = (p for p in NODE_PORTS if p not in taken)
     for port in spec.get("ports") or []:
         if not port.get("nodePort"):
             port["nodePort"] = next(free)
@@ -223,6 +331,22 @@ def _changed_ips(spec: JsonObj, old: JsonObj) -> list[FieldError]:
 class ServiceStrategy:
     """The admission plugin doing the Service registry's work (see the module docstring)."""
 
+    def __init__(self) -> None:
+        self._allocations: WeakKeyDictionary[Store, Allocations] = WeakKeyDictionary()
+
+    def _free(self, request: AdmissionRequest) -> _Free:
+        """What the Services but the one being written hold (its own values are free to it),
+        from the index of ``request.store`` (built on first use)."""
+        index = self._allocations.get(request.store)
+        if index is None:
+            index = self._allocations[request.store] = Allocations(request.store, request.rtype)
+        me = request.obj["metadata"]
+        my_ips, my_ports = index.of((me.get("namespace") or "", me.get("name") or ""))
+        offsets = {o for o in map(_offset, my_ips) if o is not None}
+        return _Free(
+            _Taken(index.ips, my_ips), index.ip_pool.free(offsets), index.port_pool.free(my_ports)
+        )
+
     def admit(self, request: AdmissionRequest) -> list[FieldError]:
         if request.rtype.storage != SERVICES or request.subresource:
             return []
@@ -240,10 +364,10 @@ class ServiceStrategy:
             found = _changed_ips(spec, old)
         if found or spec["type"] == "ExternalName":
             return found
-        ips, ports = _allocated(request)
+        free = self._free(request)
         if not spec.get("clusterIP") or request.operation == "CREATE":
-            found = _allocate_ip(spec, ips)  # an update gets one only from ExternalName
+            found = _allocate_ip(spec, free)  # an update gets one only from ExternalName
         if not found:
             _families(spec)
-            _node_ports(spec, ports)
+            _node_ports(spec, free.ports)
         return found

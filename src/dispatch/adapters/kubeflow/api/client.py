@@ -28,7 +28,9 @@ from dispatch.adapters.kubeflow.api.credentials import InCluster
 from dispatch.adapters.kubeflow.api.credentials import context_namespace as context_namespace
 from dispatch.adapters.kubeflow.api.credentials import kubeconfig_path as kubeconfig_path
 from dispatch.adapters.kubeflow.api.errors import API_FAILURES, translate
+from dispatch.adapters.kubeflow.api.throttle import MAX_IN_FLIGHT, Throttle, ThrottledApiClient
 from dispatch.aio import stop
+from dispatch.clock import Clock
 from dispatch.model import ConfigError, NotFound, TransientError
 
 JsonObj = dict[str, Any]
@@ -104,7 +106,9 @@ async def _load_kubeconfig(
 
 class Connection:
     """How to reach one cluster: a kubeconfig file and context, or a pod's service account
-    (``InCluster``); loaded once."""
+    (``InCluster``); loaded once. Every request made through it shares one ``Throttle``
+    (``api/throttle.py``): at most ``max_in_flight`` at once, and a 429 (or a 5xx with
+    ``Retry-After``) holds them all back for the time asked, then the request is sent again."""
 
     def __init__(
         self,
@@ -112,10 +116,14 @@ class Connection:
         context: str | None = None,
         *,
         request_timeout: float = REQUEST_TIMEOUT,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        clock: Clock | None = None,
     ) -> None:
+        """``clock``: what the throttle waits with (the system clock by default)."""
         self.source = source
         self.context = context
         self.request_timeout = request_timeout
+        self.throttle = Throttle(max_in_flight, clock=clock)
         self._configuration: client.Configuration | None = None
         #: per event loop: its shared client, and the task that closes it when the loop ends
         self._clients: weakref.WeakKeyDictionary[
@@ -145,7 +153,7 @@ class Connection:
     async def _client(self) -> client.ApiClient:
         loop = asyncio.get_running_loop()
         if loop not in self._clients:
-            api = client.ApiClient(await self.configuration())
+            api = ThrottledApiClient(await self.configuration(), self.throttle)
             self._clients[loop] = (api, loop.create_task(self._close_at_loop_end(loop, api)))
         return self._clients[loop][0]
 

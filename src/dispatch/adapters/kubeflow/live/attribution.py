@@ -16,6 +16,11 @@ the TrainJobs (``(namespace, name)``) it concerns, learning as it goes:
 An object (or Event) whose TrainJob is not known yet is kept (its latest state, bounded) and
 handed out again by ``adopt_orphans`` once a new TrainJob is known: the streams of different
 kinds are not ordered with each other, so a JobSet may be seen before its TrainJob. Nothing here raises on malformed objects.
+
+Every answer costs what one object names, not what is followed: a name prefix is looked up
+once per ``-`` in the name, orphans are indexed by the TrainJob names and uids they could
+belong to (a new TrainJob looks only at its own), and what is learnt about a TrainJob is
+indexed by it, so ``forget`` drops it alone.
 """
 
 from __future__ import annotations
@@ -47,6 +52,63 @@ def _name(obj: Any) -> str:
     return text_of(dig(obj, "metadata", "name"))
 
 
+#: the claim of orphan Events about Nodes: looked at whenever a TrainJob is new
+ANY_NODE = "node:*"
+
+
+def _by_name(namespace: str, name: str) -> str:
+    return f"name:{namespace}/{name}"
+
+
+def _prefixes(name: str, prefix: str = "") -> list[str]:
+    """Every TrainJob name ``name`` could start with (``<trainjob>-...`` after ``prefix``)."""
+    if not name.startswith(prefix):
+        return []
+    rest = name[len(prefix) :]
+    return [rest[:i] for i, c in enumerate(rest) if c == "-" and i > 0]
+
+
+def _claims(kind: str, obj: Mapping[str, Any]) -> frozenset[str]:
+    """What an orphan could belong to: ``name:<ns>/<trainjob>`` for each TrainJob name it
+    names or starts with, ``uid:<uid>`` for a TrainJob uid it names, ``ANY_NODE`` for an Event
+    about a Node (the ways ``Attribution.assign`` attributes it)."""
+    namespace, name = _ns(obj), _name(obj)
+    names: set[str] = set()
+    uids: set[str] = set()
+    owners = [
+        text_of(dig(o, "name"))
+        for o in as_list(dig(obj, "metadata", "ownerReferences")) or []
+        if dig(o, "kind") == "TrainJob"
+    ]
+    if kind == "JobSet":
+        names.add(name)
+    elif kind in ("Job", "Pod"):
+        labels = _labels(obj)
+        names.update(text_of(labels.get(key)) for key in (JOBSET_NAME, TRAINJOB_NAME))
+    elif kind == "Workload":
+        uids.add(text_of(_labels(obj).get(WORKLOAD_JOB_UID)))
+        names.update(owners)
+    elif kind == "PodGroup":
+        names.update((*owners, name))
+    elif kind == "Event":
+        subject = event_subject(obj)
+        if subject is not None:
+            about = dig(obj, "involvedObject") or dig(obj, "regarding")
+            namespace = text_of(dig(about, "namespace")) or namespace
+            what, called = subject
+            if what == "Node":
+                return frozenset({ANY_NODE})
+            if what in ("TrainJob", "JobSet"):
+                names.add(called)
+            elif what in ("Job", "Pod"):
+                names.update(_prefixes(called))
+            elif what == "Workload":
+                names.update(_prefixes(called, "trainjob-"))
+    claims = {_by_name(namespace, n) for n in names if n}
+    claims.update(f"uid:{u}" for u in uids if u)
+    return frozenset(claims)
+
+
 class Attribution:
     """The index from objects to the TrainJobs they are evidence for."""
 
@@ -54,24 +116,33 @@ class Attribution:
         self.trainjobs: dict[TrainJobRef, str] = {}  # -> uid ("" when not known)
         self._by_uid: dict[str, TrainJobRef] = {}
         self._owned: dict[tuple[str, str, str], TrainJobRef] = {}  # (kind, ns, name) -> tj
+        self._learnt: dict[TrainJobRef, set[tuple[str, str, str]]] = {}  # tj -> its _owned
         self._pods_on: dict[str, set[TrainJobRef]] = {}  # node -> trainjobs
         self._orphans: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
+        #: orphans by what they could belong to (``_claims``), and each orphan's claims
+        self._claimed_by: dict[str, set[str]] = {}
+        self._claims_of: dict[str, frozenset[str]] = {}
         #: the last ``assign`` learnt a TrainJob not known before (then ``adopt_orphans``)
         self.new_trainjob = False
+        self._new: TrainJobRef | None = None
 
     # --- learning ---------------------------------------------------------------------------
 
     def _remember(self, kind: str, namespace: str, name: str, owner: TrainJobRef) -> None:
         self._owned[(kind, namespace, name)] = owner
+        self._learnt.setdefault(owner, set()).add((kind, namespace, name))
 
     def _prefixed(self, namespace: str, name: str, prefix: str = "") -> TrainJobRef | None:
-        """The known TrainJob whose name (after ``prefix``) starts ``name``, longest first."""
-        best: TrainJobRef | None = None
-        for ref in self.trainjobs:
-            fits = ref[0] == namespace and name.startswith(f"{prefix}{ref[1]}-")
-            if fits and (best is None or len(ref[1]) > len(best[1])):
-                best = ref
-        return best
+        """The known TrainJob whose name (after ``prefix``) starts ``name`` followed by a
+        ``-``, the longest such name first."""
+        if not name.startswith(prefix):
+            return None
+        end = len(name)
+        while (end := name.rfind("-", len(prefix), end)) > len(prefix):
+            ref = (namespace, name[len(prefix) : end])
+            if ref in self.trainjobs:
+                return ref
+        return None
 
     def assign(self, obj: Mapping[str, Any]) -> list[TrainJobRef]:
         """The TrainJobs ``obj`` is evidence for (empty when none is known yet)."""
@@ -82,6 +153,7 @@ class Attribution:
         if kind == "TrainJob":
             ref = (namespace, name)
             self.new_trainjob = ref not in self.trainjobs
+            self._new = ref if self.new_trainjob else None
             uid = text_of(dig(obj, "metadata", "uid"))
             self.trainjobs[ref] = uid or self.trainjobs.get(ref, "")
             if uid:
@@ -169,19 +241,44 @@ class Attribution:
         if kind in ("Node", "TrainJob"):
             return
         key = f"{kind}/{_ns(obj)}/{_name(obj)}"
+        self._drop_orphan(key)
         self._orphans[key] = obj
-        self._orphans.move_to_end(key)
+        claims = _claims(kind, obj)
+        self._claims_of[key] = claims
+        for claim in claims:
+            self._claimed_by.setdefault(claim, set()).add(key)
         while len(self._orphans) > MAX_ORPHANS:
-            self._orphans.popitem(last=False)
+            self._drop_orphan(next(iter(self._orphans)))
+
+    def _drop_orphan(self, key: str) -> None:
+        self._orphans.pop(key, None)
+        for claim in self._claims_of.pop(key, frozenset()):
+            keys = self._claimed_by.get(claim)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._claimed_by[claim]
 
     def adopt_orphans(self) -> list[tuple[TrainJobRef, Mapping[str, Any]]]:
-        """Kept objects that can now be attributed (each handed out once)."""
+        """Kept objects that can now be attributed to the TrainJob the last ``assign`` learnt
+        (each handed out once), oldest first; Events about Nodes are looked at again too, after
+        the rest (a node is known by the pods on it, learnt since)."""
+        ref, self._new = self._new, None
+        if ref is None:
+            return []
+        uid = self.trainjobs.get(ref, "")
+        wanted = (_by_name(*ref), ANY_NODE, *((f"uid:{uid}",) if uid else ()))
+        keys = set().union(*(self._claimed_by.get(claim, set()) for claim in wanted))
         adopted: list[tuple[TrainJobRef, Mapping[str, Any]]] = []
-        for key, obj in list(self._orphans.items()):
+        # oldest first; Events about Nodes last, so that the pods adopted now place them
+        ordered = [k for k in self._orphans if k in keys] if keys else []
+        ordered.sort(key=lambda k: ANY_NODE in self._claims_of.get(k, ()))
+        for key in ordered:
+            obj = self._orphans[key]
             refs = self.assign(obj)
             if refs:
-                del self._orphans[key]
-                adopted.extend((ref, obj) for ref in refs)
+                self._drop_orphan(key)
+                adopted.extend((found, obj) for found in refs)
         return adopted
 
     # --- queries ----------------------------------------------------------------------------
@@ -191,8 +288,13 @@ class Attribution:
 
     def forget(self, ref: TrainJobRef) -> None:
         """Drop what was learnt about a TrainJob no longer followed."""
-        self.trainjobs.pop(ref, None)
-        self._by_uid = {u: r for u, r in self._by_uid.items() if r != ref}
-        self._owned = {k: r for k, r in self._owned.items() if r != ref}
-        for refs in self._pods_on.values():
-            refs.discard(ref)
+        uid = self.trainjobs.pop(ref, "")
+        if uid and self._by_uid.get(uid) == ref:
+            del self._by_uid[uid]
+        for key in self._learnt.pop(ref, set()):
+            if self._owned.get(key) == ref:
+                del self._owned[key]
+        for node in [n for n, refs in self._pods_on.items() if ref in refs]:
+            self._pods_on[node].discard(ref)
+            if not self._pods_on[node]:
+                del self._pods_on[node]

@@ -96,6 +96,10 @@ class Capture:
     def latest_trainjob(self, ref: TrainJobRef) -> tuple[Mapping[str, Any] | None, bool]:
         return self.ledger.latest_trainjob(ref)
 
+    def final_pods(self, ref: TrainJobRef) -> list[Mapping[str, Any]]:
+        """The last state of each pod of ``ref`` when its outcome became final (once)."""
+        return self.ledger.final_pods(ref)
+
     def release(self, ref: TrainJobRef) -> None:
         """The attempt of TrainJob ``ref`` has its final outcome: drop the records and last
         states kept for it alone, and stop waiting on the streams for it."""

@@ -30,9 +30,11 @@ delivering are left to it.
   (``caught_up(..., ref)``); the stream's own position does not move. A TrainJob's outcome
   does not wait on the streams of other namespaces at all, nor on the Workload stream when
   Kueue does not manage its TrainJob (``api.kinds.kueue_may_manage``: no queue label, never
-  suspended, no Kueue runtime patch, in every state filed). A check for a few TrainJobs that
+  suspended, no Kueue runtime patch, in every state filed), nor on the PodGroup streams when
+  none of its pods belongs to a gang (``ledger.may_be_ganged``). A check for a few TrainJobs that
   finds a change, or one of their objects missing (not labelled as expected, say), makes
-  the stream's next check a whole one.
+  the stream's next check a whole one, as does a selector for so many TrainJobs that it would
+  be longer than ``MAX_SELECTOR``.
 * **A busy loop is not a quiet stream**: each wait above (``QUIET``) is lengthened by the
   lateness of the event loop in the last second or so (``lag.LoopLag``), so checks are not
   made, and do not add their own load, just because the supervisor fell behind.
@@ -47,7 +49,7 @@ import asyncio
 import math
 from collections.abc import Mapping
 
-from dispatch.adapters.kubeflow.api.kinds import NAME, UID, WORKLOADS, WatchedKind
+from dispatch.adapters.kubeflow.api.kinds import NAME, POD_GROUPS, UID, WORKLOADS, WatchedKind
 from dispatch.adapters.kubeflow.api.listwatch import list_pages
 from dispatch.adapters.kubeflow.live.attribution import TrainJobRef
 from dispatch.adapters.kubeflow.live.lag import LoopLag
@@ -72,6 +74,10 @@ RELIST_EVERY = 2.0
 CHECK_SHARE = 10
 #: a stream that knows more objects than this is checked for the waiting TrainJobs alone
 NARROW_FROM = 100
+#: the longest label selector a check for some TrainJobs sends (characters); a longer one (a
+#: great many TrainJobs waiting at once) makes it a whole check: URLs past ~8 KB are refused
+#: by HTTP servers and proxies on the way (aiohttp's limit, nginx's buffers)
+MAX_SELECTOR = 2000
 
 
 class CatchUp:
@@ -177,17 +183,20 @@ class CatchUp:
         self.changed.set()
 
     def _may_hold(self, stream: Stream, ref: TrainJobRef | None) -> bool:
-        """Whether ``stream`` may hold objects of ``ref``: none of another namespace, and no
+        """Whether ``stream`` may hold objects of ``ref``: none of another namespace, no
         Workload of a TrainJob Kueue does not manage (``api.kinds.kueue_may_manage`` of every
-        state filed; a TrainJob not filed yet may be managed)."""
+        state filed; a TrainJob not filed yet may be managed), and no PodGroup of a TrainJob
+        whose pods belong to no gang (one with no pod filed yet may have one)."""
         if ref is None:
             return True
         if stream[1] not in (None, ref[0]):
             return False
         kind = self.streams.kind(stream)
-        if kind is None or kind.resource != WORKLOADS:
-            return True
-        return self.ledger.may_be_queued(ref)
+        if kind is not None and kind.resource == WORKLOADS:
+            return self.ledger.may_be_queued(ref)
+        if kind is not None and kind.resource in POD_GROUPS:
+            return self.ledger.may_be_ganged(ref)
+        return True
 
     # --- checking ---------------------------------------------------------------------------
 
@@ -241,7 +250,11 @@ class CatchUp:
         began = self.clock.now()
         waiting = self._waiting.pop(stream, set())
         values = {ref: self._narrow_value(kind, stream, ref) for ref in waiting}
-        if stream in self._whole or not all(values.values()):
+        if (
+            stream in self._whole
+            or not all(values.values())
+            or len(kind.narrowed(values.values())) > MAX_SELECTOR
+        ):
             self._whole.discard(stream)  # a whole check serves the waiting TrainJobs too
             values = {}
         refs = set(values)

@@ -12,12 +12,17 @@ and of the container before its last restart when the kubelet kept it. At most
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dispatch.adapters.kubeflow.api.client import Session
 from dispatch.adapters.kubeflow.api.logs import read_log
-from dispatch.adapters.kubeflow.live.output import container_of, rank_pods, restarts
+from dispatch.adapters.kubeflow.live.output import (
+    container_of,
+    newest_per_rank,
+    rank_pods,
+    restarts,
+)
 from dispatch.adapters.kubeflow.objects import as_int, as_list, dig, text_of
 from dispatch.model import Evidence, Outcome
 from dispatch.model.lastwords import TAIL_LINES
@@ -44,10 +49,16 @@ async def last_words(
     trainjob: str,
     outcome: Outcome | None,
     now: float,
+    *,
+    known: Sequence[Mapping[str, Any]] = (),
 ) -> list[Evidence]:
     """The kept tails of the attempt's failed ranks (module docstring), as evidence; with no
-    ``outcome`` (dispatch is about to cancel the attempt), of every rank."""
-    _, pods = await rank_pods(session, namespace, trainjob, count=False)
+    ``outcome`` (dispatch is about to cancel the attempt), of every rank. ``known``: the
+    attempt's pods as the streams last showed them (its failed ranks are chosen among those
+    without a list); when it holds no trainer pod they are listed."""
+    pods = newest_per_rank(known)
+    if not pods:
+        _, pods = await rank_pods(session, namespace, trainjob, count=False)
     first = outcome.first_failure if outcome is not None else None
     chosen = [
         (rank, pod)

@@ -18,12 +18,14 @@ its TrainJob is seen; ``claim`` is told, so the streams keep that object's state
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from dispatch.adapters.kubeflow.api.kinds import kueue_may_manage
 from dispatch.adapters.kubeflow.causes.coarse import ANNOTATION_ENDED, ANNOTATION_STARTED
 from dispatch.adapters.kubeflow.causes.evidence import DELETED_SUFFIX, object_evidence
+from dispatch.adapters.kubeflow.causes.podgroups import COSCHEDULING_LABEL, VOLCANO_ANNOTATION
 from dispatch.adapters.kubeflow.live.attribution import Attribution, TrainJobRef
 from dispatch.adapters.kubeflow.live.laststate import version_of
 from dispatch.adapters.kubeflow.objects import dig, text_of
@@ -36,6 +38,8 @@ RETIREMENT_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionT
 RETIREMENT_CONDITION = ("type", "status")
 #: and dispatch's marks on it, which the cluster-side guard reads
 RETIREMENT_MARKS = (ANNOTATION_ENDED, ANNOTATION_STARTED)
+#: TrainJobs whose pods are kept, when their outcome became final, for their last words
+FINAL_PODS_KEPT = 1000
 
 Claim = Callable[[TrainJobRef, Mapping[str, Any]], None]
 
@@ -54,8 +58,12 @@ class Ledger:
         self._trainjob: dict[TrainJobRef, tuple[Mapping[str, Any], bool]] = {}
         self._newest: dict[TrainJobRef, int] = {}  # the newest resourceVersion filed per ref
         self._queued: set[TrainJobRef] = set()  # Kueue may manage them (a Workload may exist)
+        self._ganged: set[TrainJobRef] = set()  # a PodGroup of them may exist
+        self._with_pods: set[TrainJobRef] = set()  # a pod of them was filed
         self._nodes: dict[str, Mapping[str, Any]] = {}
-        self._node_sent: set[tuple[TrainJobRef, str, str]] = set()
+        self._node_sent: dict[TrainJobRef, set[tuple[str, str]]] = {}  # (node, version) filed
+        self._viewed: set[TrainJobRef] = set()  # released: their TrainJob kept as retirement reads
+        self._final_pods: OrderedDict[TrainJobRef, list[Mapping[str, Any]]] = OrderedDict()
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -89,6 +97,13 @@ class Ledger:
         """Whether Kueue may manage ``ref``, so that a Workload of it may exist: a state filed
         showed it (``api.kinds.kueue_may_manage``), or no state of it is filed yet."""
         return ref in self._queued or ref not in self._trainjob
+
+    def may_be_ganged(self, ref: TrainJobRef) -> bool:
+        """Whether a PodGroup of ``ref`` may exist (gang scheduling): a PodGroup of it was
+        filed, or one of its pods names a group (coscheduling's label, Volcano's annotation),
+        or no pod of it is filed yet (a gang that never formed leaves pods unscheduled, or
+        none)."""
+        return ref in self._ganged or ref not in self._with_pods
 
     def job_label(self, ref: TrainJobRef) -> str:
         """dispatch's job label on the TrainJob as last filed ("" when not known)."""
@@ -138,6 +153,10 @@ class Ledger:
             or (record.kind == "trainjob" and kueue_may_manage(record.data))
         ):
             self._queued.add(ref)  # for good: later states do not undo what one showed
+        if record.kind == "podgroup" or (record.kind == "pod" and _names_group(record.data)):
+            self._ganged.add(ref)  # for good, as above
+        if record.kind == "pod":
+            self._with_pods.add(ref)
         version = version_of(record.data)
         if version.isdigit() and int(version) > self._newest.get(ref, 0):
             self._newest[ref] = int(version)
@@ -151,8 +170,9 @@ class Ledger:
             return
         node = text_of(dig(obj, "spec", "nodeName"))
         version = text_of(dig(self._nodes.get(node), "metadata", "resourceVersion"))
-        if node in self._nodes and (ref, node, version) not in self._node_sent:
-            self._node_sent.add((ref, node, version))
+        sent = self._node_sent.setdefault(ref, set())
+        if node in self._nodes and (node, version) not in sent:
+            sent.add((node, version))
             self._file(ref, object_evidence(self._nodes[node], at))
 
     # --- letting go -------------------------------------------------------------------------
@@ -162,20 +182,47 @@ class Ledger:
         (keys stay: nothing is filed twice). Records filed afterwards are kept again (re-run
         detection reads them) until the next release. Of the TrainJob only what retirement
         reads stays (``latest_trainjob``)."""
-        self._records.pop(ref, None)
+        records = self._records.pop(ref, None)
+        if records is None and ref in self._viewed:
+            return  # released before, nothing filed since
+        pods = {r.key.partition("@")[0]: r.data for r in records or () if r.kind == "pod"}
+        if pods:  # the last words of its failed ranks are chosen among them (``final_pods``)
+            self._final_pods[ref] = list(pods.values())
+            self._final_pods.move_to_end(ref)
+            while len(self._final_pods) > FINAL_PODS_KEPT:
+                self._final_pods.popitem(last=False)
         self._keys.pop(ref, None)  # a record filed twice is harmless now: stored once by key
         self._newest.pop(ref, None)
         trainjob = self._trainjob.get(ref)
         if trainjob is not None:
             self._trainjob[ref] = (_retirement_view(trainjob[0]), trainjob[1])
+            self._viewed.add(ref)
+
+    def final_pods(self, ref: TrainJobRef) -> list[Mapping[str, Any]]:
+        """The last state of each pod of ``ref`` kept when its outcome became final (taken
+        once; the ``FINAL_PODS_KEPT`` latest TrainJobs' are kept)."""
+        return self._final_pods.pop(ref, [])
 
     def forget(self, ref: TrainJobRef) -> None:
         """Drop everything kept for a TrainJob dispatch no longer follows."""
+        self._final_pods.pop(ref, None)
         for table in (self._records, self._keys, self._fresh, self._trainjob, self._newest):
             table.pop(ref, None)
         self._queued.discard(ref)
-        self._node_sent = {k for k in self._node_sent if k[0] != ref}
+        self._ganged.discard(ref)
+        self._with_pods.discard(ref)
+        self._viewed.discard(ref)
+        self._node_sent.pop(ref, None)
         self.attribution.forget(ref)
+
+
+def _names_group(pod: Mapping[str, Any]) -> bool:
+    """The pod belongs to a gang: coscheduling's label or Volcano's annotation names one."""
+    labels = dig(pod, "metadata", "labels")
+    annotations = dig(pod, "metadata", "annotations")
+    return (isinstance(labels, Mapping) and bool(labels.get(COSCHEDULING_LABEL))) or (
+        isinstance(annotations, Mapping) and bool(annotations.get(VOLCANO_ANNOTATION))
+    )
 
 
 def _retirement_view(trainjob: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from dispatch.adapters.base import OUTPUT_GONE
@@ -49,7 +49,17 @@ async def rank_pods(
     """(the TrainJob's number of ranks, if known and ``count`` asks for it: one more read;
     the newest trainer pod of each rank)."""
     listed = await list_raw(session, PODS, namespace, label_selector=f"{JOBSET_NAME}={trainjob}")
-    pods = [p for p in listed.get("items") or [] if isinstance(p, Mapping)]
+    newest = newest_per_rank([p for p in listed.get("items") or [] if isinstance(p, Mapping)])
+    if not count:
+        return None, newest
+    found = await session.get(TRAINJOBS, trainjob, namespace)
+    nodes = as_int(dig(found, "spec", "trainer", "numNodes")) if found else None
+    return nodes, newest
+
+
+def newest_per_rank(pods: Iterable[Mapping[str, Any]]) -> dict[int, Mapping[str, Any]]:
+    """The newest trainer pod of each rank among ``pods`` (a TrainJob's)."""
+    pods = list(pods)
     trainers = [p for p in pods if labels_of(p).get(ANCESTOR) == "trainer"]
     if not trainers:
         trainers = [p for p in pods if labels_of(p).get(REPLICATED_JOB) == TRAINER_CONTAINER]
@@ -58,11 +68,7 @@ async def rank_pods(
         rank = pod_rank(pod)
         if rank is not None:
             newest[rank] = pod
-    if not count:
-        return None, newest
-    found = await session.get(TRAINJOBS, trainjob, namespace)
-    nodes = as_int(dig(found, "spec", "trainer", "numNodes")) if found else None
-    return nodes, newest
+    return newest
 
 
 def container_of(pod: Mapping[str, Any]) -> str:

@@ -93,6 +93,8 @@ class Verdicts:
     #: names whose terminal outcome settles, and the patience deadlines of waiting ones
     _settling: set[str] = field(default_factory=set)
     _deadlines: dict[str, float] = field(default_factory=dict)
+    #: names with guard records not taken yet
+    _guarded: set[str] = field(default_factory=set)
 
     def judge(
         self,
@@ -219,7 +221,7 @@ class Verdicts:
         for record in records:
             found = refused_by_event(record, name)
             if found is not None:
-                self._add_refusal(standing, found)
+                self._add_refusal(name, standing, found)
             workload = readmitted(record)
             later = since is not None and record.observed_at > since
             if workload and standing.readmission is None and later:
@@ -235,7 +237,7 @@ class Verdicts:
         for record in records:
             found = refused_by_event(record, name)
             if found is not None:
-                self._add_refusal(standing, found)
+                self._add_refusal(name, standing, found)
             if record.kind == "workload":
                 last_workload = record
         workload = readmitted(last_workload) if last_workload is not None else None
@@ -243,11 +245,12 @@ class Verdicts:
             at = admitted_at(last_workload)
             standing.readmission = (workload, now if at is None else min(at, now))
 
-    def _add_refusal(self, standing: Standing, record: Evidence) -> None:
+    def _add_refusal(self, name: str, standing: Standing, record: Evidence) -> None:
         if record.key in standing.refusals or len(standing.refusals) >= MAX_REFUSALS:
             return
         standing.refusals.add(record.key)
         standing.guard_records.append(record)
+        self._guarded.add(name)
 
     def refusal_due(self, name: str, trainjob: Mapping[str, Any] | None, now: float) -> None:
         """Record a refused resume inferred from Kueue's readmission of an ended attempt's
@@ -260,7 +263,7 @@ class Verdicts:
         workload, seen_at = standing.readmission
         found = refused_by_inference(name, trainjob, workload, seen_at, now)
         if found is not None:
-            self._add_refusal(standing, found)
+            self._add_refusal(name, standing, found)
 
     def take_guard_records(self, name: str) -> list[Evidence]:
         """The guard records (refused resumes) found for ``name`` since the last call."""
@@ -268,11 +271,12 @@ class Verdicts:
         if standing is None or not standing.guard_records:
             return []
         taken, standing.guard_records = standing.guard_records, []
+        self._guarded.discard(name)
         return taken
 
     def guarded_names(self) -> list[str]:
         """The names with guard records not taken yet."""
-        return [name for name, s in self.standings.items() if s.guard_records]
+        return sorted(self._guarded)
 
     def _index(self, name: str, standing: Standing) -> None:
         if standing.changes_at is None:

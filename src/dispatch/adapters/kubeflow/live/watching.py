@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from dispatch.adapters.kubeflow.live.attribution import TrainJobRef
 from dispatch.adapters.kubeflow.live.capture import Capture, Sleep
@@ -104,6 +105,14 @@ def judge(
     return outcome, gone
 
 
+@dataclass
+class RetireSweep:
+    """Which TrainJobs ``watch_attempts`` still checks for retirement, across its calls."""
+
+    swept: bool = False  # every TrainJob known was checked once
+    again: set[TrainJobRef] = field(default_factory=set)  # retirement failed: try again
+
+
 async def watch_attempts(
     capture: Capture,
     verdicts: Verdicts,
@@ -117,11 +126,14 @@ async def watch_attempts(
     uids: Mapping[TrainJobRef, str] | None = None,
     sleep: Sleep = asyncio.sleep,
     recheck: float = RECHECK,
+    sweep: RetireSweep | None = None,
 ) -> AsyncIterator[Observation]:
     """See the module docstring. Each round costs what changed, not what is followed: only
     attempts with new records, never reported, or whose outcome may change with time alone
     (``Verdicts.pending_names``) are judged, and only TrainJobs with new records or a new
-    judgement are checked for retirement."""
+    judgement are checked for retirement. Every TrainJob known is checked once, at the first
+    round; with ``sweep`` (kept by the caller across calls) only at the first round of the
+    first call, and the TrainJobs whose retirement failed are tried again in the next call."""
     refs = {(namespace_of(h), h.native): h for h in handles}
     by_name: dict[str, list[TrainJobRef]] = {}
     for ref in refs:
@@ -132,7 +144,11 @@ async def watch_attempts(
     reported: dict[TrainJobRef, Outcome] = {}
     unseen = set(refs)  # neither shown by the streams nor read once yet
     unreported, still_open = set(refs), set(refs)
-    recheck_retire: set[TrainJobRef] = set(capture.attribution.trainjobs)
+    sweep = sweep if sweep is not None else RetireSweep()
+    if not sweep.swept:
+        sweep.again |= capture.attribution.trainjobs.keys()
+        sweep.swept = True
+    recheck_retire = sweep.again
     while True:
         capture.changed.clear()
         now = clock.now()
@@ -182,7 +198,9 @@ async def watch_attempts(
         # retire before reporting: a consumer may stop iterating once it has the outcome
         candidates = recheck_retire | changed | due
         try:
-            recheck_retire = await _retire_due(capture, verdicts, refs, candidates, now, retire)
+            again = await _retire_due(capture, verdicts, refs, candidates, now, retire)
+            recheck_retire.clear()
+            recheck_retire |= again
         except BaseException:  # cancelled (e.g. the stream is replaced): nothing taken is lost
             for ref, fresh in reversed(taken):
                 capture.give_back(ref, fresh)

@@ -15,6 +15,7 @@ public contract (DESIGN.md, "Configuration"):
   publish: {via: env}             # or {via: initContainer, initContainer: register}
   queue: team-a                   # optional default Kueue LocalQueue
   patience: 10m                   # optional; how long an attempt may wait for placement
+  maxInFlight: 32                 # optional; API requests in flight at once (watches excepted)
 ```
 """
 
@@ -45,9 +46,12 @@ KNOWN_KEYS = (
     "publish",
     "queue",
     "patience",
+    "maxInFlight",
 )
 #: seconds an attempt may wait for placement (or, admitted, for pods) by default
 DEFAULT_PATIENCE = 600.0
+#: API requests of one cluster in flight at once by default (``api/throttle.py``)
+DEFAULT_MAX_IN_FLIGHT = 32
 
 
 class PublishVia(StrEnum):
@@ -75,6 +79,8 @@ class KubeflowSettings:
     queue: str | None = None
     #: seconds an attempt may wait for placement before it is ``no_capacity``
     patience: float = DEFAULT_PATIENCE
+    #: API requests in flight at once (a watch counts until its answer's headers arrive)
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
 
     @property
     def effective_namespace(self) -> str:
@@ -194,6 +200,7 @@ def settings_from_mapping(data: Any, *, cluster: str = "?") -> KubeflowSettings:
     runtimes = _runtimes(data.get("runtimes"), problems)
     patience = _patience(data.get("patience"), problems)
     via, container = _publish(data.get("publish"), problems)
+    max_in_flight = _max_in_flight(data.get("maxInFlight"), problems)
     if problems:
         raise ConfigError(f"{where}: " + listed(problems))
     return KubeflowSettings(
@@ -206,6 +213,7 @@ def settings_from_mapping(data: Any, *, cluster: str = "?") -> KubeflowSettings:
         init_container=container,
         queue=queue,
         patience=patience,
+        max_in_flight=max_in_flight,
     )
 
 
@@ -221,3 +229,12 @@ def _patience(value: Any, problems: list[str]) -> float:
         problems.append(f"`patience` must be positive (got {show(value)})")
         return DEFAULT_PATIENCE
     return seconds
+
+
+def _max_in_flight(value: Any, problems: list[str]) -> int:
+    if value is None:
+        return DEFAULT_MAX_IN_FLIGHT
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        problems.append(f"`maxInFlight` must be a positive whole number (got {show(value)})")
+        return DEFAULT_MAX_IN_FLIGHT
+    return value

@@ -221,7 +221,8 @@ class NodeLifecycle(Reconciler):
         nodes = {
             n["metadata"]["name"] for n in self.cluster.store.objects(self.rtype("v1", "Node"))
         }
-        pods = [copy.deepcopy(p) for p in self.cluster.store.objects(self.rtype("v1", "Pod"))]
+        # read-only: stored objects are never changed in place, and _collect writes copies
+        pods = self.cluster.store.objects(self.rtype("v1", "Pod"))
         for pod in pods:
             node = (pod.get("spec") or {}).get("nodeName")
             if node and node not in nodes:

@@ -29,10 +29,9 @@ from dispatch.testing.k8s.controllers.base import (
 )
 from dispatch.testing.k8s.controllers.placement import (
     RESOURCES,
-    TERMINAL,
+    NodeUsage,
     milli,
     pod_requests,
-    take,
 )
 from dispatch.testing.k8s.rbac import UserInfo
 from dispatch.testing.k8s.watch import Change
@@ -61,6 +60,10 @@ class Scheduler(Reconciler):
         (gang_scheduling.COSCHEDULING_API, "PodGroup"),
         (gang_scheduling.VOLCANO_API, "PodGroup"),
     )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._usage: NodeUsage | None = None
 
     def keys(self, change: Change) -> list[Key]:
         if change.rtype.kind == "PodGroup":
@@ -144,13 +147,12 @@ class Scheduler(Reconciler):
         return sorted(found, key=lambda n: n["metadata"]["name"])
 
     def usage(self) -> dict[str, dict[str, int]]:
-        """Per node: what its bound, unfinished pods request (and how many there are)."""
-        used: dict[str, dict[str, int]] = {}
-        for other in self.cluster.store.objects(self.rtype("v1", "Pod")):
-            name = (other.get("spec") or {}).get("nodeName")
-            if name and (other.get("status") or {}).get("phase") not in TERMINAL:
-                take(used, name, pod_requests(other))
-        return used
+        """Per node: what its bound, unfinished pods request (and how many there are); a
+        copy the caller may change."""
+        store = self.cluster.store
+        if self._usage is None or self._usage.store is not store:
+            self._usage = NodeUsage(store, self.rtype("v1", "Pod"))
+        return self._usage.usage()
 
     def choose(
         self, pod: JsonObj, used: dict[str, dict[str, int]] | None = None
