@@ -139,8 +139,11 @@ def _scale(found: dict[str, Any]) -> list[str]:
     lines.append("")
     lines += _submission(found.get("submission") or [])
     if "submission" in found:  # a run with issue 31's rows: its targets
-        judged = targets.judge_issue31(found["rows"], found["submission"])
-        title = "Issue 31's targets (they replace issue 10's where they overlap), judged"
+        judged = targets.judge_issue31(_newest_run(found["rows"]), found["submission"])
+        title = (
+            "Issue 31's targets (they replace issue 10's where they overlap), judged on the "
+            "newest run's rows alone"
+        )
     else:  # results recorded before issue 31's rows existed
         judged = targets.judge(found["rows"])
         title = "Issue 10's targets for dispatch, judged"
@@ -151,6 +154,17 @@ def _scale(found: dict[str, Any]) -> list[str]:
         lines.append(f"- {j.target}: {verdict} ({measured})")
     lines += ["", "Where a target is not met, bench/README.md gives the profile that explains it."]
     return [*lines, ""]
+
+
+def _newest_run(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of the newest run: those merged by the latest ``--merge`` run (``rerun``),
+    or every row when none was merged (one run made them all). Targets are judged on one
+    run: rows of older code beside them would judge two versions at once."""
+    dates = [r["rerun"]["date"] for r in rows if isinstance(r.get("rerun"), dict)]
+    if not dates:
+        return rows
+    newest = max(dates)
+    return [r for r in rows if isinstance(r.get("rerun"), dict) and r["rerun"]["date"] == newest]
 
 
 def _submission(rows: list[dict[str, Any]]) -> list[str]:

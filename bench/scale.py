@@ -277,6 +277,25 @@ def summarise(
     }
 
 
+def job_times(times: ServerTimes, reported: dict[str, float]) -> list[dict[str, Any]]:
+    """Each job's creation, terminal condition and report, in real seconds after the first
+    creation (None: not seen), by creation: where detection waited, over the run."""
+    start = min(times.created.values(), default=0.0)
+
+    def at(t: float | None) -> float | None:
+        return None if t is None else round(t - start, 3)
+
+    return [
+        {
+            "trainJob": n,
+            "created": at(created),
+            "terminal": at(times.terminal.get(n)),
+            "reported": at(reported.get(n)),
+        }
+        for n, created in sorted(times.created.items(), key=lambda item: item[1])
+    ]
+
+
 def run_dispatch(
     jobs: int,
     lifetime: float,
@@ -288,8 +307,10 @@ def run_dispatch(
     faults: tuple[FaultRule, ...] = (),
     kills: int = 0,
     flow_control: FlowControl | None = None,
+    delays: Path | None = None,
 ) -> dict[str, Any]:
-    """dispatch's supervisor over ``jobs`` jobs. With ``faults``, those rules are active on
+    """dispatch's supervisor over ``jobs`` jobs. With ``delays``, each job's times (created,
+    terminal, reported; real seconds after the first creation) are written there as JSON. With ``faults``, those rules are active on
     the emulator for the whole run; with ``flow_control``, the emulator answers 429 beyond
     that limit (its rejections in ``throttled``); with ``kills``, the supervisor is SIGKILLed that many
     times (once 1/(kills+1), 2/(kills+1)... of the TrainJobs exist) and restarted under a new owner name against
@@ -351,6 +372,8 @@ def run_dispatch(
         child = json.loads(out.read_text())
         reported = {j["trainJob"]: j["reportedAt"] for j in child["jobs"] if j["reportedAt"]}
         result = summarise("dispatch", jobs, times, reported, counts, sampler.peak, child)
+        if delays is not None:
+            delays.write_text(json.dumps(job_times(times, reported)))
         result["passes"] = child["passes"]
         result["killedAt"] = killed_at
         result["lost"] = sum(1 for j in child["jobs"] if j["state"] not in ("succeeded", "failed"))
@@ -508,6 +531,7 @@ def run(
     profile: Path | None = None,
     memory: Path | None = None,
     sdk_deadline: float | None = None,
+    delays: Path | None = None,
 ) -> list[dict[str, Any]]:
     """Each tool at each size. ``sdk_deadline``: real seconds the SDK's child may take (by
     default as long as dispatch's); killed there, its row says where it stopped answering."""
@@ -517,7 +541,9 @@ def run(
         for tool in tools:
             began = time.time()
             if tool == "dispatch":
-                result = run_dispatch(n, lifetime, scale, deadline, profile, memory=memory)
+                result = run_dispatch(
+                    n, lifetime, scale, deadline, profile, memory=memory, delays=delays
+                )
             else:
                 result = run_sdk(n, lifetime, scale, sdk_deadline or deadline)
             result["benchSeconds"] = round(time.time() - began, 1)
@@ -540,6 +566,9 @@ if __name__ == "__main__":
         "--memory", type=Path, help="trace the supervisor's heap; its peak sites into this file"
     )
     parser.add_argument("--sdk-deadline", type=float, help="real seconds the SDK may take")
+    parser.add_argument(
+        "--delays", type=Path, help="write each dispatch job's created/terminal/reported times"
+    )
     args = parser.parse_args()
     found = run(
         args.jobs,
@@ -549,5 +578,6 @@ if __name__ == "__main__":
         args.profile,
         args.memory,
         args.sdk_deadline,
+        args.delays,
     )
     print(json.dumps(found, indent=1))

@@ -98,3 +98,24 @@ def test_the_report_names_issue_31_when_the_run_has_its_rows() -> None:
     assert "stopped answering: killed 1700 s after go" in md
     assert "1 requests/s served in the last 60 s" in md
     assert "| 1,000 | — | 8.00 | 120 | 3,500 |" in md
+
+
+def test_targets_are_judged_on_the_newest_runs_rows_alone() -> None:
+    """Rows merged from an older run (an older version of the code) beside the newest run's
+    are shown but not judged: a target is met or missed by one run."""
+    from bench.report import _newest_run
+
+    old = {"rerun": {"date": "2026-12-01 05:16 UTC"}}
+    new = {"rerun": {"date": "2026-12-02 10:34 UTC"}}
+    rows = [
+        {"tool": "dispatch", "jobs": 100},  # the first run's, never merged again
+        {"tool": "sdk", "jobs": 5000, **old},
+        {"tool": "dispatch", "jobs": 1000, **new},
+        {"tool": "sdk", "jobs": 1000, **new},
+    ]
+    assert [(r["tool"], r["jobs"]) for r in _newest_run(rows)] == [
+        ("dispatch", 1000),
+        ("sdk", 1000),
+    ]
+    one_run = [{"tool": "dispatch", "jobs": 100}, {"tool": "sdk", "jobs": 100}]
+    assert _newest_run(one_run) == one_run

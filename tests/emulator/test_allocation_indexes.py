@@ -4,11 +4,13 @@ as the store changes under it. In process, no controllers."""
 
 from __future__ import annotations
 
+from random import Random
 from typing import Any
 
 from dispatch.clock import ManualClock
 from dispatch.testing.k8s import Cluster, ClusterConfig
 from dispatch.testing.k8s.controllers.placement import NodeUsage, Usage
+from dispatch.testing.k8s.selectors import LabelSelector
 
 JsonObj = dict[str, Any]
 
@@ -133,3 +135,59 @@ def test_an_update_keeps_its_own_addresses_free_to_itself() -> None:
     updated = store.update(services, "default", "s", body)
     assert [p["nodePort"] for p in updated["spec"]["ports"]] == ports
     assert updated["spec"]["clusterIP"] == created["spec"]["clusterIP"]
+
+
+def test_lists_read_the_key_order_as_a_sort_of_every_key_would() -> None:
+    """``Store.list`` reads a range of the keys kept in order (``Tables.keys_in_order``); over
+    random creations and deletions in three namespaces, every list (all namespaces, one, a
+    label selector, pages of 7 through continue tokens) is what sorting every stored key and
+    filtering gives."""
+    cluster = _cluster()
+    store, pods = cluster.store, cluster.rtype("v1", "Pod")
+    namespaces = cluster.rtype("v1", "Namespace")
+    for name in ("a", "b"):
+        store.create(namespaces, None, {"metadata": {"name": name}})
+    random = Random(31)
+    names: set[tuple[str, str]] = set()
+    for step in range(400):
+        ns = random.choice(("a", "b", "default"))
+        name = f"p{random.randrange(60)}"
+        if (ns, name) in names and random.random() < 0.5:
+            store.delete(pods, ns, name)
+            names.discard((ns, name))
+        elif (ns, name) not in names:
+            body = _pod(name, "10m")
+            body["metadata"]["labels"] = {"group": str(random.randrange(3))}
+            store.create(pods, ns, body)
+            names.add((ns, name))
+        if step % 40:
+            continue
+        for namespace in (None, "a", "b", "default"):
+            for labels in (None, "group=1", "group in (0,2)"):
+                selector = LabelSelector.parse(labels) if labels else None
+                expected = [
+                    (obj["metadata"]["namespace"], obj["metadata"]["name"])
+                    for obj in sorted(
+                        store.objects(pods),
+                        key=lambda o: (o["metadata"]["namespace"], o["metadata"]["name"]),
+                    )
+                    if (namespace is None or obj["metadata"]["namespace"] == namespace)
+                    and (selector is None or selector.matches(obj["metadata"].get("labels")))
+                ]
+                whole = store.list(pods, namespace, labels=selector)
+                assert [_key(o) for o in whole.items] == expected
+                paged: list[tuple[str, str]] = []
+                token: str | None = None
+                while True:
+                    page = store.list(
+                        pods, namespace, labels=selector, limit=7, continue_token=token
+                    )
+                    paged += [_key(o) for o in page.items]
+                    token = page.continue_token or None
+                    if token is None:
+                        break
+                assert paged == expected
+
+
+def _key(obj: JsonObj) -> tuple[str, str]:
+    return (obj["metadata"]["namespace"], obj["metadata"]["name"])

@@ -8,9 +8,11 @@ import time
 from typing import Any
 
 from dispatch.adapters.kubeflow import KubeflowAdapter
+from dispatch.aio import stop
 from dispatch.model import AttemptHandle, Cause, Observation, State
 from dispatch.testing.k8s import Emulator, FaultRule
 from tests.kubeflow.causes import objects
+from tests.kubeflow.helpers import until
 
 from .conftest import NAMESPACE, AdapterFactory, example_spec, job_of, patch, run, stored
 
@@ -150,6 +152,15 @@ def _create_pod(emu: Emulator, trainjob: str, index: int) -> str:
     return _create(emu, made)
 
 
+def _running_ranks(emu: Emulator, trainjob: str) -> list[str]:
+    """The TrainJob's JobSet, active, and its two ranks' pods, running; the pods' names."""
+    jobset = objects.jobset(name=trainjob, rjs={"active": 1})
+    pod_template = {"spec": {"containers": [{"name": "node", "image": objects.IMAGE}]}}
+    jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"] = pod_template
+    _create(emu, jobset)
+    return [_create_pod(emu, trainjob, i) for i in (0, 1)]
+
+
 def _rank_fails_and_jobset_fails(emu: Emulator, trainjob: str, pod: str) -> None:
     """Rank 1 exits 2, then the JobSet fails and says so in an Event (as JobSet does)."""
     cluster = emu.cluster
@@ -178,11 +189,7 @@ def test_observe_reads_again_what_explains_an_end_that_came_between_its_reads(
     it (``unknown``); the second read shows the exit."""
     adapter = make_adapter()
     handle = run(adapter.start(job_of(example_spec("torch")), 1))
-    jobset = objects.jobset(name=handle.native, rjs={"active": 1})
-    pod_template = {"spec": {"containers": [{"name": "node", "image": objects.IMAGE}]}}
-    jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"] = pod_template
-    _create(emulator, jobset)
-    pods = [_create_pod(emulator, handle.native, i) for i in (0, 1)]
+    pods = _running_ranks(emulator, handle.native)
     emulator.faults.add(FaultRule(verb="list", resource="events", latency=1.0, times=1))
     asked = emulator.requests().count("list", "events")
 
@@ -227,3 +234,76 @@ def test_a_trainjob_read_outside_the_streams_moves_its_position(
 
     streams, overall, own = run(scenario())
     assert overall == streams and own == streams + 100  # type: ignore[operator]
+
+
+def test_a_slow_read_of_a_trainjob_not_shown_yet_holds_back_no_other_attempt(
+    emulator: Emulator, make_adapter: AdapterFactory
+) -> None:
+    """A TrainJob the streams have not shown is read once (``lookup``) beside the rounds:
+    while that read waits on the API server, the other attempts' observations and ends go
+    out; the read's own attempt is judged once it answered."""
+    adapter = make_adapter()
+    handle = run(adapter.start(job_of(example_spec("torch", name="shown")), 1))
+    missing = AttemptHandle("late-x1", 1, handle.cluster, "late-x1-1", dict(handle.data))
+
+    async def body() -> list[tuple[str, State]]:
+        answer = asyncio.Event()
+        real = adapter._lookup
+
+        async def slow(ref: tuple[str, str]) -> list[Any]:
+            if ref[1] == missing.native:
+                await answer.wait()
+            return await real(ref)
+
+        adapter._lookup = slow  # type: ignore[method-assign]
+        seen: list[tuple[str, State]] = []
+        async for observation in adapter.watch([handle, missing]):
+            seen.append((observation.handle.native, observation.state))
+            if seen == [(handle.native, State.QUEUED)]:
+                await asyncio.to_thread(
+                    set_status, emulator, handle.native, {"conditions": [condition(COMPLETE)]}
+                )
+            if (handle.native, State.SUCCEEDED) in seen and not answer.is_set():
+                answer.set()  # the other attempt ended while the read still waited
+            if any(native == missing.native for native, _ in seen):
+                break
+        return seen
+
+    seen = run(asyncio.wait_for(body(), 30))
+    assert seen.index((handle.native, State.SUCCEEDED)) < len(seen) - 1
+    assert seen[-1] == (missing.native, State.FAILED)  # it does not exist: ended unknown
+
+
+def test_a_watch_made_again_does_not_read_a_delivered_ends_last_output_again(
+    emulator: Emulator, make_adapter: AdapterFactory
+) -> None:
+    """A restarted watch repeats the end of an attempt the supervisor has not recorded yet;
+    the failed rank's output went out with that end the first time and is not read again."""
+    adapter = make_adapter()
+    handle = run(adapter.start(job_of(example_spec("torch")), 1))
+    pods = _running_ranks(emulator, handle.native)
+    emulator.append_log(NAMESPACE, pods[1], "node", "RuntimeError: boom\n")
+    _rank_fails_and_jobset_fails(emulator, handle.native, pods[1])
+
+    async def watched() -> list[Observation]:
+        """The observations until the end, and the next one asked for (the end was taken)."""
+        seen: list[Observation] = []
+
+        async def consume() -> None:
+            async for observation in adapter.watch([handle]):
+                seen.append(observation)
+
+        task = asyncio.ensure_future(consume())
+        await until(lambda: any(o.outcome.is_terminal for o in seen), 30)
+        await asyncio.sleep(0.1)
+        await stop(task)
+        return seen
+
+    first = run(watched())
+    assert first[-1].state is State.FAILED
+    assert [e.data["pod"] for o in first for e in o.evidence if e.kind == "log"] == [pods[1]]
+    reads = emulator.requests().count("get", "pods/log")
+    again = run(watched())
+    assert again[-1].state is State.FAILED
+    assert not [e for o in again for e in o.evidence if e.kind == "log"]
+    assert emulator.requests().count("get", "pods/log") == reads

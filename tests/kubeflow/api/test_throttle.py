@@ -7,6 +7,7 @@ clock)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from dispatch.adapters.kubeflow.api.throttle import (
     MAX_RETRIES,
     Throttle,
     retry_after,
+    submitting,
 )
 from dispatch.adapters.kubeflow.planning.settings import settings_from_mapping
 from dispatch.clock import Clock, ManualClock, SystemClock
@@ -194,6 +196,85 @@ def test_throttling_halves_the_limit_once_per_wait_and_answers_raise_it_again() 
     # one more at once after about ``limit`` answers each time, up to max_in_flight
     assert raised[0] == 2 and raised[-1] == 8 and raised == sorted(raised)
     assert raised.index(5) - raised.index(4) in (4, 5)
+
+
+class Holders:
+    """Requests that take a slot of ``throttle`` and hold it until released, in the order
+    they got their slots (``order``)."""
+
+    def __init__(self, throttle: Throttle) -> None:
+        self.throttle = throttle
+        self.order: list[str] = []
+        self._release: dict[str, asyncio.Event] = {}
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def send(self, name: str, *, submits: bool) -> None:
+        self._release[name] = asyncio.Event()
+        self.tasks.append(asyncio.ensure_future(self._hold(name, submits)))
+
+    async def _hold(self, name: str, submits: bool) -> None:
+        with submitting() if submits else contextlib.nullcontext():
+            async with self.throttle.slot():
+                self.order.append(name)
+                await self._release[name].wait()
+
+    async def release(self, name: str) -> str | None:
+        """Release ``name``'s slot; the request that took it, if any."""
+        before = len(self.order)
+        self._release[name].set()
+        for _ in range(20):
+            await asyncio.sleep(0)
+        return self.order[before] if len(self.order) > before else None
+
+
+def test_requests_that_follow_take_free_slots_before_those_that_submit() -> None:
+    async def body() -> None:
+        holders = Holders(Throttle(4))
+        for i in range(4):  # a burst of starts holds every slot, more wait
+            holders.send(f"start-{i}", submits=True)
+        await asyncio.sleep(0)
+        for i in range(4, 6):
+            holders.send(f"start-{i}", submits=True)
+        await asyncio.sleep(0)
+        holders.send("check", submits=False)
+        holders.send("log", submits=False)
+        await asyncio.sleep(0)
+        assert holders.order == [f"start-{i}" for i in range(4)]
+        assert await holders.release("start-0") == "check"  # came after the starts waiting
+        assert await holders.release("start-1") == "log"
+        assert await holders.release("start-2") == "start-4"  # nothing else waits
+        for name in ("start-3", "start-4", "check", "log"):
+            await holders.release(name)
+        assert await holders.release("start-5") is None
+        await asyncio.gather(*holders.tasks)
+
+    asyncio.run(body())
+
+
+def test_submitting_requests_keep_a_quarter_of_the_slots_while_others_wait() -> None:
+    async def body() -> None:
+        holders = Holders(Throttle(4))  # a quarter: one slot
+        for i in range(4):
+            holders.send(f"check-{i}", submits=False)
+        await asyncio.sleep(0)
+        holders.send("start-0", submits=True)
+        await asyncio.sleep(0)
+        holders.send("check-4", submits=False)
+        await asyncio.sleep(0)
+        # no start in flight: the first start waiting goes, though a check waits too
+        assert await holders.release("check-0") == "start-0"
+        holders.send("start-1", submits=True)
+        await asyncio.sleep(0)
+        holders.send("check-5", submits=False)
+        await asyncio.sleep(0)
+        assert await holders.release("check-1") == "check-4"
+        # one start in flight is its share: the check that waited after it goes first
+        assert await holders.release("check-2") == "check-5"
+        for name in ("check-3", "check-4", "check-5", "start-0", "start-1"):
+            await holders.release(name)
+        await asyncio.gather(*holders.tasks)
+
+    asyncio.run(body())
 
 
 def test_the_cluster_setting_max_in_flight() -> None:

@@ -29,7 +29,7 @@ from dispatch.adapters.kubeflow.api.kinds import (
 )
 from dispatch.adapters.kubeflow.causes.podgroups import COSCHEDULING_LABEL
 from dispatch.adapters.kubeflow.live import catchup, lag, streams
-from dispatch.adapters.kubeflow.live.attribution import TRAINJOB_NAME
+from dispatch.adapters.kubeflow.live.attribution import TRAINJOB_NAME, TrainJobRef
 from dispatch.adapters.kubeflow.live.capture import Capture
 from dispatch.adapters.kubeflow.live.catchup import QUIET
 from dispatch.adapters.kubeflow.planning.trainjob import LABEL_JOB, LABEL_QUEUE
@@ -194,7 +194,8 @@ def test_one_slow_check_does_not_set_the_longest_pause_two_in_a_row_do(
                 await until(lambda: capture.caught_up(target, since))  # noqa: B023
                 await until(lambda: not capture.catch_up.checking)
                 pauses.append(round((capture.catch_up.next_check(stream) or 0.0) - clock.now(), 2))
-            assert pauses == [QUIET, QUIET, catchup.RELIST_EVERY]
+            # two slow lists in a row: ten times the lesser, beyond the 2 s of a resuming stream
+            assert pauses == [QUIET, QUIET, catchup.CHECK_SHARE * 1.0]
 
         run_capture(emu, tmp_path / "kubeconfig", body)
 
@@ -352,28 +353,71 @@ def test_a_stream_with_many_objects_is_checked_for_the_waiting_trainjob_alone(
         run_capture(emu, tmp_path / "kubeconfig", body, kinds)
 
 
-def test_so_many_trainjobs_waiting_that_their_selector_is_too_long_get_a_whole_check(
+def room_for_one_name(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Checks narrowed from 3 objects on, with room for one TrainJob's name in a selector,
+    not two; the lists made (spied)."""
+    monkeypatch.setattr(catchup, "NARROW_FROM", 3)
+    monkeypatch.setattr(catchup, "MAX_SELECTOR", len(f"{LABEL_JOB},{JOBSET_NAME} in (tj-a)"))
+    return spy_on_lists(monkeypatch)
+
+
+async def both_wait(
+    emu: Emulator,
+    capture: Capture,
+    clock: ManualClock,
+    lists: list[tuple[str, str]],
+    order: tuple[TrainJobRef, TrainJobRef],
+) -> tuple[int, float]:
+    """Both TrainJobs' outcomes wait on the quiet pod stream, in ``order``, for a check that
+    can start now; (their position, since when they wait)."""
+    target = await two_trainjobs_behind(emu, capture)
+    since = clock.now()
+    lists.clear()
+    clock.advance(QUIET)
+    for ref in order:
+        capture.caught_up(target, since, ref)
+    return target, since
+
+
+def test_so_many_trainjobs_waiting_that_their_selector_is_too_long_are_listed_in_parts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(catchup, "NARROW_FROM", 3)
-    # room for one TrainJob's name in the selector, not two
-    monkeypatch.setattr(catchup, "MAX_SELECTOR", len(f"{LABEL_JOB},{JOBSET_NAME} in (tj-a)"))
-    lists = spy_on_lists(monkeypatch)
+    lists = room_for_one_name(monkeypatch)
     with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
         make_two_trainjobs(emu, pod)
 
         async def body(capture: Capture, clock: ManualClock) -> None:
-            target = await two_trainjobs_behind(emu, capture)
-            since = clock.now()
-            assert not capture.caught_up(target, since, A)
-            assert not capture.caught_up(target, since, B)
-            lists.clear()
-            clock.advance(QUIET)
-            capture.caught_up(target, since, A)
+            target, _ = await both_wait(emu, capture, clock, lists, (B, A))
+            await until(lambda: capture.caught_up(target, None, A))
+            assert capture.caught_up(target, None, B)
+            # two narrow lists in one check, the first to wait first; not the whole stream
+            assert lists == [
+                ("pods", f"{LABEL_JOB},{JOBSET_NAME} in (tj-b)"),
+                ("pods", f"{LABEL_JOB},{JOBSET_NAME} in (tj-a)"),
+            ]
+            assert not capture.caught_up(target, None)  # proved for those two alone
+
+        run_capture(emu, tmp_path / "kubeconfig", body, POD_KINDS)
+
+
+def test_a_check_lists_at_most_max_parts_and_leaves_the_rest_to_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lists = room_for_one_name(monkeypatch)
+    monkeypatch.setattr(catchup, "MAX_PARTS", 1)
+    with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
+        make_two_trainjobs(emu, pod)
+
+        async def body(capture: Capture, clock: ManualClock) -> None:
+            target, since = await both_wait(emu, capture, clock, lists, (A, B))
+            await until(lambda: capture.caught_up(target, None, A))
+            await until(lambda: not capture.catch_up.checking)
+            assert lists == [("pods", f"{LABEL_JOB},{JOBSET_NAME} in (tj-a)")]
+            assert not capture.caught_up(target, None, B)  # waits for the next check
+            clock.advance(catchup.RELIST_EVERY)
             capture.caught_up(target, since, B)
             await until(lambda: capture.caught_up(target, None, B))
-            assert lists == [("pods", LABEL_JOB)]  # one check of the whole stream
-            assert capture.caught_up(target, None, A)
+            assert lists[1:] == [("pods", f"{LABEL_JOB},{JOBSET_NAME} in (tj-b)")]
 
         run_capture(emu, tmp_path / "kubeconfig", body, POD_KINDS)
 

@@ -38,8 +38,10 @@ Differences from the SPI's general guarantees (``dispatch.adapters.base``):
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -56,6 +58,7 @@ from dispatch.adapters.kubeflow.api.credentials import SERVICE_ACCOUNT, default_
 from dispatch.adapters.kubeflow.api.errors import ApiRejected, Conflict
 from dispatch.adapters.kubeflow.api.probe import ClusterFacts, answers, probe, refusals
 from dispatch.adapters.kubeflow.api.secret import with_secret_values
+from dispatch.adapters.kubeflow.api.throttle import submitting
 from dispatch.adapters.kubeflow.causes.coarse import (
     ANNOTATION_CANCEL_REASON,
     ANNOTATION_CANCELLED_BY,
@@ -64,6 +67,7 @@ from dispatch.adapters.kubeflow.causes.coarse import (
     ANNOTATION_STARTED,
     trainjob_outcome,
 )
+from dispatch.adapters.kubeflow.live.alongside import Read, alongside
 from dispatch.adapters.kubeflow.live.attribution import TrainJobRef
 from dispatch.adapters.kubeflow.live.capture import Capture, Sleep
 from dispatch.adapters.kubeflow.live.identity import (
@@ -84,6 +88,7 @@ from dispatch.adapters.kubeflow.planning.plan import NO_RUNTIME, plan_objects, r
 from dispatch.adapters.kubeflow.planning.rules import RuntimeVerdict, check_runtime
 from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings, parse_settings
 from dispatch.adapters.kubeflow.planning.trainjob import LABEL_QUEUE
+from dispatch.aio import stop
 from dispatch.config import ClusterConfig
 from dispatch.log import logger
 from dispatch.model import (
@@ -107,6 +112,10 @@ from dispatch.model.identity import ENV_ATTEMPT, ENV_JOB
 RuntimeKey = tuple[str, str]
 #: seconds one read of a runtime serves the starts that need it (``_shared_runtime``)
 RUNTIME_FRESH = 2.0
+
+#: ended attempts remembered as delivered with their last output (a restarted watch repeats
+#: their ends while the supervisor has not recorded them yet: not read again)
+SPOKEN_KEPT = 10_000
 
 log = logger(__name__)
 
@@ -177,8 +186,11 @@ class KubeflowAdapter:
         #: what the watches still check for retirement, across the watches' restarts
         self._sweep = RetireSweep()
         #: failed ranks' last output read before their pods could go, until an observation
-        #: carries it to the records (``live/lastwords.py``)
+        #: carries it to the records (``live/lastwords.py``); the reads under way
         self._words: dict[TrainJobRef, list[Evidence]] = {}
+        self._reading: dict[TrainJobRef, asyncio.Future[None]] = {}
+        #: ended attempts whose observation (with that output) the consumer took
+        self._spoken: OrderedDict[TrainJobRef, None] = OrderedDict()
         self._verdicts = Verdicts(
             patience=self.settings.patience,
             restarts_allowed=self.settings.allow_rank_restart,
@@ -333,6 +345,10 @@ class KubeflowAdapter:
         created, so the attempt's objects are recorded from their first state."""
         name = trainjob_name(job.id, attempt)
         self.capture().cover([self.namespace])
+        with submitting():  # following requests go first (``api.throttle``)
+            return await self._start(job, attempt, name, held)
+
+    async def _start(self, job: Job, attempt: int, name: str, held: bool) -> AttemptHandle:
         async with self.connection.session() as session:
             plan = await self._plan(session, job, attempt, held, shared_read=True)
             if plan.accepted:  # created, or adopted when a start before this one made it
@@ -395,7 +411,9 @@ class KubeflowAdapter:
 
     async def aclose(self) -> None:
         """Stop the evidence streams and close this loop's API client (both also end with
-        their event loop)."""
+        their event loop), and the last-output reads under way."""
+        await stop(*self._reading.values())
+        self._reading.clear()
         if self._capture is not None:
             await self._capture.close()
             self._capture = None
@@ -464,8 +482,10 @@ class KubeflowAdapter:
         """One stream per object kind for all ``handles`` (``capture``, ``watching``): each
         attempt's first observation, then one whenever new evidence is filed for it (carried
         in ``evidence``) or its outcome changes; ends once all have ended. TrainJobs that must
-        not run again are deleted meanwhile (``verdict``)."""
-        async for observation in watch_attempts(
+        not run again are deleted meanwhile (``verdict``). The requests an observation needs
+        first (a failed attempt's last output, a started mark) are made beside the stream
+        (``alongside``): one attempt's read holds back no other attempt's observation."""
+        observations = watch_attempts(
             self.capture(),
             self._verdicts,
             handles,
@@ -477,27 +497,66 @@ class KubeflowAdapter:
             uids={self._ref(h): uid for h in handles if (uid := self._uid(h)) is not None},
             sleep=self._sleep,
             sweep=self._sweep,
-        ):
-            if observation.outcome.state is State.RUNNING:
-                await self._mark_started(observation.handle, observation.outcome)
-            if observation.outcome.is_terminal:  # final for this adapter: not read again
-                ref = self._ref(observation.handle)
-                self._seeded.pop(ref, None)
-                pods = self.capture().final_pods(ref)
-                # the ranks under a replaced name are another owner's: their output is not read
-                ended = observation.outcome
-                if ended.state is not State.SUCCEEDED and not is_replaced(ended):
-                    if ref not in self._words:
-                        await self._keep_last_words(ref, observation.outcome, pods)
-                    words = self._words.pop(ref, [])
-                    observation = replace(observation, evidence=(*observation.evidence, *words))
+        )
+        async for observation in alongside(observations, self._needs, delivered=self._delivered):
             yield observation
+
+    def _needs(self, observation: Observation) -> Read | None:
+        """What ``observation`` needs read or written before it is delivered: the started
+        mark of a TrainJob seen running (``_mark_started``), the failed ranks' last output of
+        an ended attempt (``_keep_last_words``); None: nothing."""
+        ref = self._ref(observation.handle)
+        outcome = observation.outcome
+        if outcome.state is State.RUNNING:
+            mark = self._start_mark(observation.handle, outcome)
+            return None if mark is None else partial(_nothing_after, mark)
+        if not outcome.is_terminal:
+            return None
+        self._seeded.pop(ref, None)  # final for this adapter: not read again
+        # the ranks under a replaced name are another owner's: their output is not read
+        if outcome.state is State.SUCCEEDED or is_replaced(outcome):
+            return None
+        if ref in self._spoken and ref not in self._words:
+            return None  # delivered before (a restarted stream repeats the end): not read again
+        return partial(self._last_words_of, ref, outcome, self.capture().final_pods(ref))
+
+    async def _last_words_of(
+        self, ref: TrainJobRef, outcome: Outcome, pods: Sequence[Any]
+    ) -> tuple[Evidence, ...]:
+        if ref not in self._words and ref not in self._spoken:
+            await self._keep_last_words(ref, outcome, pods)
+        return tuple(self._words.pop(ref, []))
+
+    def _delivered(self, observation: Observation) -> None:
+        """An ended attempt's observation was taken: its failed ranks' output, read for it,
+        is with the consumer (the ``SPOKEN_KEPT`` latest are remembered)."""
+        if observation.outcome.is_terminal:
+            ref = self._ref(observation.handle)
+            self._spoken[ref] = None
+            self._spoken.move_to_end(ref)
+            while len(self._spoken) > SPOKEN_KEPT:
+                self._spoken.popitem(last=False)
 
     async def _keep_last_words(
         self, ref: TrainJobRef, outcome: Outcome | None, pods: Sequence[Any] = ()
     ) -> None:
         """Read the failed ranks' last output now, while their pods exist (``lastwords``);
-        ``pods``: the attempt's pods as the streams showed them (else they are listed)."""
+        ``pods``: the attempt's pods as the streams showed them (else they are listed). One
+        read per TrainJob at a time: a caller that finds one under way waits for it."""
+        reading = self._reading.get(ref)
+        if reading is None:
+            reading = asyncio.ensure_future(self._read_last_words(ref, outcome, pods))
+            self._reading[ref] = reading
+            reading.add_done_callback(lambda done: self._done_reading(ref, done))
+        await asyncio.shield(reading)  # another caller's cancellation stops no shared read
+
+    def _done_reading(self, ref: TrainJobRef, done: asyncio.Future[None]) -> None:
+        if self._reading.get(ref) is done:
+            del self._reading[ref]
+
+    async def _read_last_words(
+        self, ref: TrainJobRef, outcome: Outcome | None, pods: Sequence[Any]
+    ) -> None:
         try:
             async with self.connection.session() as session:
                 now = self.context.clock.now()
@@ -547,7 +606,9 @@ class KubeflowAdapter:
                 return False
             return True
 
-    async def _mark_started(self, handle: AttemptHandle, running: Outcome) -> None:
+    def _start_mark(
+        self, handle: AttemptHandle, running: Outcome
+    ) -> Callable[[], Awaitable[None]] | None:
         """Annotate the attempt's TrainJob ``dispatch.dev/started`` the first time it is seen
         running, when Kueue manages it (what resumes a suspended TrainJob by itself): from
         then on a suspension ends the attempt, and the cluster-side guard refuses to resume it
@@ -555,18 +616,22 @@ class KubeflowAdapter:
         the first rank started (the proof's time), and the mark is itself proof of that start
         (``causes.cluster.read_trainjob``): a supervisor that never saw the pods (they go with
         the suspension) judges the eviction as the one that marked it did. Best effort: a
-        refusal is logged; a transient failure is tried again at the next observation."""
+        refusal is logged; a transient failure is tried again at the next observation.
+        Returns the request to make (None: no mark is needed)."""
         ref = self._ref(handle)
         if ref in self._started:
-            return
+            return None
         self._started.add(ref)
         trainjob, _ = self.capture().latest_trainjob(ref)
         if ANNOTATION_STARTED in (dig(trainjob, "metadata", "annotations") or {}):
-            return  # marked by another supervisor, or before a restart
+            return None  # marked by another supervisor, or before a restart
         if LABEL_QUEUE not in (dig(trainjob, "metadata", "labels") or {}):
-            return  # no Kueue to resume it: the end mark (``_retire``) is enough
+            return None  # no Kueue to resume it: the end mark (``_retire``) is enough
         times = [e.observed_at for e in running.evidence if e.observed_at > 0]
         at = format_time(min(times, default=self.context.clock.now())) or ""
+        return partial(self._mark_started, handle, ref, at)
+
+    async def _mark_started(self, handle: AttemptHandle, ref: TrainJobRef, at: str) -> None:
         note = {"metadata": {"annotations": {ANNOTATION_STARTED: at}}}
         try:
             async with self.connection.session() as session:
@@ -662,3 +727,9 @@ class KubeflowAdapter:
                 )
             except Conflict as exc:  # replaced meanwhile: the next observation says so
                 log.warning("TrainJob %s: not deleted, it was replaced (%s)", handle.native, exc)
+
+
+async def _nothing_after(request: Callable[[], Awaitable[None]]) -> tuple[Evidence, ...]:
+    """A request an observation waits for that adds no records to it."""
+    await request()
+    return ()

@@ -29,7 +29,9 @@ therefore atomic):
 from __future__ import annotations
 
 import base64
+import bisect
 import builtins
+import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -200,8 +202,19 @@ class Store:
                     "consistent list result. You can start a new list without "
                     "the continue parameter."
                 )
-        keys = sorted(k for k in table if start is None or k > start)
-        matched = [table[k] for k in keys if sel.matches_object(stype, table[k])]
+        order = self.tables.keys_in_order(stype)
+        # one namespace's keys are a range of the order: (namespace, "") sorts before them
+        first = (sel.namespace, "") if sel.namespace else None
+        low = bisect.bisect_right(order, start) if start is not None else 0
+        if first is not None and (start is None or start < first):
+            low = bisect.bisect_left(order, first)
+        matched: list[JsonObj] = []
+        for key in itertools.islice(order, low, None):
+            if first is not None and key[0] != first[0]:
+                break
+            obj = table[key]
+            if sel.matches_object(stype, obj):
+                matched.append(obj)
         token, remaining = "", None
         if limit and len(matched) > limit:
             last = matched[limit - 1]["metadata"]

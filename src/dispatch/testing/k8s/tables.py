@@ -8,6 +8,7 @@ the change hooks, in that order. Stored objects are never modified in place afte
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,9 @@ class Tables:
         self.clock = clock
         self.rv = 1
         self._tables: dict[tuple[str, str], dict[Key, JsonObj]] = {}
+        #: each table's keys in order, kept as keys come and go (a list reads a range of it
+        #: instead of sorting every key of a kind for every request)
+        self._order: dict[tuple[str, str], list[Key]] = {}
         self._by_uid: dict[str, tuple[ResourceType, Key]] = {}
         self._dependents: dict[str, set[str]] = {}
         self.history = ChangeLog(history_window, history_limit, start_rv=self.rv)
@@ -32,6 +36,13 @@ class Tables:
 
     def table(self, stype: ResourceType) -> dict[Key, JsonObj]:
         return self._tables.setdefault(stype.storage, {})
+
+    def keys_in_order(self, stype: ResourceType) -> list[Key]:
+        """The table's keys, sorted; the list itself (read it at once and never change it)."""
+        order = self._order.get(stype.storage)
+        if order is None:
+            order = self._order[stype.storage] = sorted(self.table(stype))
+        return order
 
     def find_uid(self, uid: str) -> tuple[ResourceType, JsonObj] | None:
         found = self._by_uid.get(uid)
@@ -54,10 +65,14 @@ class Tables:
         uid = m["uid"]
         for owner in owner_uids(old) if old else []:
             self._dependents.get(owner, set()).discard(uid)
+        order = self._order.get(stype.storage)
         if kind == "DELETED":
-            table.pop(key, None)
+            if table.pop(key, None) is not None and order is not None:
+                del order[bisect.bisect_left(order, key)]
             self._by_uid.pop(uid, None)
         else:
+            if order is not None and key not in table:
+                bisect.insort(order, key)
             table[key] = obj
             self._by_uid[uid] = (stype, key)
             for owner in owner_uids(obj):

@@ -21,6 +21,12 @@ so sending a create again is safe. Here:
   queues are full thus sees dispatch send fewer at once until it stops refusing, instead of
   every refused request coming back after its wait. (client-go bounds the rate instead, with
   a QPS/Burst token bucket, and exempts watches.)
+- **Following before submitting.** Requests made under ``submitting()`` (a start: the
+  runtime read, the copy, the TrainJob) give way: while a request of another kind waits for a
+  slot, a submitting one takes a slot only if fewer than a ``SUBMISSION_SHARE`` of ``limit``
+  submitting requests are in flight. What proves an end, reads a failed rank's last output
+  or deletes what must not run again never waits behind a burst of thousands of starts, and
+  starts still go on.
 - A request holds its slot while the client's ``request`` call is awaited: for a typed call,
   until its whole answer is read; for a raw one (``_preload_content=False``: lists, watches),
   until the answer's headers arrive, so a watch's stream never keeps a slot (APF too lets a
@@ -36,10 +42,11 @@ for logs and benchmarks. The clock is injected: tests run the waits in virtual t
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import math
 import weakref
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -61,6 +68,25 @@ MAX_PAUSE = 30.0
 DEFAULT_PAUSE = 1.0
 #: at most one log line per this many seconds about the server throttling
 LOG_INTERVAL = 1.0
+#: the share of ``limit`` submitting requests keep while others wait (see the docstring)
+SUBMISSION_SHARE = 0.25
+
+#: whether the requests made here submit work (``submitting``): they give way to the others
+_SUBMITTING: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "dispatch_submitting", default=False
+)
+
+
+@contextmanager
+def submitting() -> Iterator[None]:
+    """The requests made inside (and in the tasks started inside) submit work: they give way
+    to requests that follow work already submitted (see the module's docstring)."""
+    token = _SUBMITTING.set(True)
+    try:
+        yield
+    finally:
+        _SUBMITTING.reset(token)
+
 
 log = logger(__name__)
 
@@ -138,8 +164,17 @@ class Throttle:
         gate = self._gates.get(asyncio.get_running_loop())
         if gate is None:
             gate = self._gates.setdefault(asyncio.get_running_loop(), _Gate())
+        low = _SUBMITTING.get()
         async with gate.changed:
-            await gate.changed.wait_for(lambda: gate.in_flight < self.limit)
+            if low:
+                await gate.changed.wait_for(lambda: self._admits_submission(gate))
+                gate.submitting += 1
+            else:
+                gate.following_waiting += 1
+                try:
+                    await gate.changed.wait_for(lambda: gate.in_flight < self.limit)
+                finally:
+                    gate.following_waiting -= 1
             gate.in_flight += 1
         self._in_flight += 1
         self.stats.sent += 1
@@ -150,7 +185,16 @@ class Throttle:
             self._in_flight -= 1
             async with gate.changed:
                 gate.in_flight -= 1
+                gate.submitting -= 1 if low else 0
                 gate.changed.notify_all()
+
+    def _admits_submission(self, gate: _Gate) -> bool:
+        """A submitting request may take a slot: one is free, and no other request waits for
+        it unless submitting ones hold less than their share."""
+        if gate.in_flight >= self.limit:
+            return False
+        share = max(1, int(self.limit * SUBMISSION_SHARE))
+        return gate.following_waiting == 0 or gate.submitting < share
 
     def answered(self) -> None:
         """The server answered a request without throttling it: one more may be in flight
@@ -199,6 +243,8 @@ class _Gate:
 
     def __init__(self) -> None:
         self.in_flight = 0
+        self.submitting = 0  # of those in flight, submitting (``submitting``)
+        self.following_waiting = 0  # requests not submitting that wait for a slot
         self.changed = asyncio.Condition()
 
 

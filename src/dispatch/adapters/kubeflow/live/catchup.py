@@ -12,7 +12,7 @@ consistent read at its version ``L``, of each object's metadata alone: names and
 are all it compares) whose every object is exactly the version the stream last delivered,
 with none missing, proves the stream has delivered everything up to ``L``; it files nothing
 and the watch stays open, so no state between is skipped. A stream is checked again only
-after a pause that grows with what its list costs (``QUIET`` to ``RELIST_EVERY`` seconds; the
+after a pause that grows with what its list costs (``QUIET`` to ``MAX_CHECK_PAUSE`` seconds; the
 lesser of its last two checks' durations, so that one check slowed by a busy loop, or by the
 checks of other streams at the same moment, does not hold every outcome waiting on that
 stream back for the longest pause). A check that finds changes the watch has not delivered
@@ -33,8 +33,9 @@ delivering are left to it.
   suspended, no Kueue runtime patch, in every state filed), nor on the PodGroup streams when
   none of its pods belongs to a gang (``ledger.may_be_ganged``). A check for a few TrainJobs that
   finds a change, or one of their objects missing (not labelled as expected, say), makes
-  the stream's next check a whole one, as does a selector for so many TrainJobs that it would
-  be longer than ``MAX_SELECTOR``.
+  the stream's next check a whole one. A selector for so many TrainJobs that it would be
+  longer than ``MAX_SELECTOR`` is sent in parts (``MAX_PARTS`` lists at most per check, the
+  TrainJobs that waited first first; the others wait for the stream's next check).
 * **A busy loop is not a quiet stream**: each wait above (``QUIET``) is lengthened by the
   lateness of the event loop in the last second or so (``lag.LoopLag``), so checks are not
   made, and do not add their own load, just because the supervisor fell behind.
@@ -67,17 +68,24 @@ log = logger(__name__)
 #: seconds a terminal outcome waits, and a stream must have delivered nothing, before the
 #: stream is checked (a healthy API server delivers watch events within milliseconds)
 QUIET = 0.25
-#: a stream is checked again at most after this many seconds, or sooner when its list costs
-#: less than a ``1/CHECK_SHARE`` of the pause; a stream found resuming is checked once an
-#: outcome has waited this long for it
+#: a stream found resuming is checked once an outcome has waited this long for it
 RELIST_EVERY = 2.0
+#: a stream is checked again after ``CHECK_SHARE`` times what its list cost (the lesser of its
+#: last two), at least ``QUIET`` and at most ``MAX_CHECK_PAUSE`` seconds: checks take at most
+#: about a tenth of the time of both sides, however big the stream (at 10,000 TrainJobs a
+#: whole list of a namespace's Events costs a second; checked every 2 s, the Events of one
+#: namespace kept the API server and the supervisor busy listing them)
 CHECK_SHARE = 10
+MAX_CHECK_PAUSE = 10.0
 #: a stream that knows more objects than this is checked for the waiting TrainJobs alone
 NARROW_FROM = 100
-#: the longest label selector a check for some TrainJobs sends (characters); a longer one (a
-#: great many TrainJobs waiting at once) makes it a whole check: URLs past ~8 KB are refused
-#: by HTTP servers and proxies on the way (aiohttp's limit, nginx's buffers)
+#: the longest label selector a check for some TrainJobs sends (characters): URLs past ~8 KB
+#: are refused by HTTP servers and proxies on the way (aiohttp's limit, nginx's buffers). A
+#: check for more TrainJobs lists them in parts, at most ``MAX_PARTS`` lists (the first to
+#: wait first; the rest wait for the stream's next check): a list of the whole stream instead
+#: costs both sides every object of a busy stream, again and again while outcomes pile up
 MAX_SELECTOR = 2000
+MAX_PARTS = 4
 
 
 class CatchUp:
@@ -100,7 +108,8 @@ class CatchUp:
         self._check_due: dict[Stream, float] = {}  # when a stream may be checked again
         self._check_cost: dict[Stream, float] = {}  # how long its last check took
         self._short_of: dict[Stream, int] = {}  # a check's list the watch had not reached
-        self._waiting: dict[Stream, set[TrainJobRef]] = {}  # to check for these alone
+        #: to check for these alone, in the order they came to wait
+        self._waiting: dict[Stream, dict[TrainJobRef, None]] = {}
         self._whole: set[Stream] = set()  # a check of the whole stream is wanted
         self._proven: dict[TrainJobRef, dict[Stream, int]] = {}  # caught up for one ref
         self._wake: asyncio.TimerHandle | None = None  # sets ``changed`` when a wait ends
@@ -154,7 +163,7 @@ class CatchUp:
         """No outcome of ``ref`` waits on the streams any more: drop its checks and proofs."""
         self._proven.pop(ref, None)
         for waiting in self._waiting.values():
-            waiting.discard(ref)
+            waiting.pop(ref, None)
 
     async def close(self) -> None:
         """Stop the checks in flight and the pending wake-up."""
@@ -224,7 +233,7 @@ class CatchUp:
                 self._wake_in(since + RELIST_EVERY - now)
                 continue  # resuming: it gets past ``position`` by itself, normally
             if ref is not None and self._narrow_value(kind, stream, ref):
-                self._waiting.setdefault(stream, set()).add(ref)
+                self._waiting.setdefault(stream, {})[ref] = None
             else:
                 self._whole.add(stream)
             if stream in self._checks:
@@ -248,18 +257,22 @@ class CatchUp:
 
     async def _check(self, kind: WatchedKind, stream: Stream) -> None:
         began = self.clock.now()
-        waiting = self._waiting.pop(stream, set())
+        waiting = self._waiting.pop(stream, {})
         values = {ref: self._narrow_value(kind, stream, ref) for ref in waiting}
-        if (
-            stream in self._whole
-            or not all(values.values())
-            or len(kind.narrowed(values.values())) > MAX_SELECTOR
-        ):
-            self._whole.discard(stream)  # a whole check serves the waiting TrainJobs too
-            values = {}
-        refs = set(values)
+        parts: list[dict[TrainJobRef, str]] = [{}]  # a whole check serves the waiting too
+        if stream in self._whole or not all(values.values()):
+            self._whole.discard(stream)
+        elif values:
+            parts = _parts(kind, values)
+            later = {ref: None for part in parts[MAX_PARTS:] for ref in part}
+            if later:  # the first to wait are checked first; the rest by the next check
+                self._waiting[stream] = {**later, **self._waiting.get(stream, {})}
+                parts = parts[:MAX_PARTS]
         try:
-            unchanged, listed = await self._unchanged_until(kind, stream, values)
+            for part in parts:
+                unchanged, listed = await self._unchanged_until(kind, stream, part)
+                if not self._concluded(stream, set(part), unchanged, listed):
+                    break  # the next check is a whole one: it serves the rest
         except TransientError as exc:
             log.info("%s: check failed (%s)", kind.name, exc)
             return
@@ -269,9 +282,15 @@ class CatchUp:
             cost = now - began  # the lesser of the last two: one check slowed by a busy
             least = min(cost, self._check_cost.get(stream, cost))  # loop holds back no other
             self._check_cost[stream] = cost
-            pause = min(RELIST_EVERY, max(QUIET, CHECK_SHARE * least))
+            pause = min(MAX_CHECK_PAUSE, max(QUIET, CHECK_SHARE * least))
             self._check_due[stream] = now + pause
             self.changed.set()  # what waited on this stream may be caught up now
+
+    def _concluded(
+        self, stream: Stream, refs: set[TrainJobRef], unchanged: bool, listed: int | None
+    ) -> bool:
+        """File what one list of a check proved (for ``refs`` alone, or the whole stream);
+        False when it found changes the watch has not delivered."""
         before = self.streams.version(stream)
         if unchanged and listed is not None:
             self._short_of.pop(stream, None)
@@ -280,7 +299,7 @@ class CatchUp:
                 proven[stream] = max(listed, proven.get(stream, listed))
             if not refs:
                 self.streams.proved(stream, listed)
-            return
+            return True
         if refs:
             self._whole.add(stream)  # changes, or objects not labelled as expected: check whole
         short_of = self._short_of.get(stream)
@@ -289,6 +308,7 @@ class CatchUp:
             self.streams.relist(stream)
         elif listed is not None:
             self._short_of[stream] = listed
+        return False
 
     async def _unchanged_until(
         self, kind: WatchedKind, stream: Stream, values: Mapping[TrainJobRef, str]
@@ -328,3 +348,16 @@ class CatchUp:
         if reached is not None and reached >= listed:
             return True, listed  # the watch delivered past the list meanwhile
         return not differs and not known - present, listed
+
+
+def _parts(kind: WatchedKind, values: Mapping[TrainJobRef, str]) -> list[dict[TrainJobRef, str]]:
+    """``values`` in parts whose selectors are each at most ``MAX_SELECTOR`` long (a value
+    longer than that alone makes a part of its own), in their order."""
+    parts: list[dict[TrainJobRef, str]] = []
+    part: dict[TrainJobRef, str] = {}
+    for ref, value in values.items():
+        if part and len(kind.narrowed([*part.values(), value])) > MAX_SELECTOR:
+            parts.append(part)
+            part = {}
+        part[ref] = value
+    return [*parts, part] if part else parts

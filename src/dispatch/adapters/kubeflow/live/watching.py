@@ -37,7 +37,7 @@ from dispatch.adapters.kubeflow.live.identity import (
     replaced_outcome,
 )
 from dispatch.adapters.kubeflow.live.verdict import Verdicts
-from dispatch.aio import first_of
+from dispatch.aio import first_of, stop
 from dispatch.clock import Clock
 from dispatch.log import logger
 from dispatch.model import (
@@ -52,6 +52,8 @@ from dispatch.model import (
 
 #: real seconds between re-judgements of outcomes that change with time alone
 RECHECK = 0.25
+#: reads of TrainJobs not shown yet by the streams made at the same time, at most
+LOOKUPS_AT_ONCE = 8
 
 #: deletes a TrainJob that must not run again if, read afresh, it still must not; True if done
 Retire = Callable[[AttemptHandle | TrainJobRef, str], Awaitable[bool]]
@@ -105,6 +107,58 @@ def judge(
     return outcome, gone
 
 
+class Lookups:
+    """The reads of TrainJobs the streams have not shown yet (``lookup``: one GET and the
+    attempt's lists), made beside the rounds, at most ``LOOKUPS_AT_ONCE`` at a time: a round
+    waits for none of them (each is several requests; made one after another they held every
+    other attempt's judgement back for minutes while thousands of jobs were submitted)."""
+
+    def __init__(self, capture: Capture, lookup: Lookup) -> None:
+        self._capture = capture
+        self._lookup = lookup
+        self._tasks: dict[TrainJobRef, asyncio.Task[list[Evidence]]] = {}
+        self._limit = asyncio.Semaphore(LOOKUPS_AT_ONCE)
+
+    def found(self, unseen: set[TrainJobRef]) -> set[TrainJobRef]:
+        """Those of ``unseen`` the streams have shown or a read has filed (a read that failed
+        is made again); reads are started for the others."""
+        found: set[TrainJobRef] = set()
+        for ref in sorted(unseen):
+            task = self._tasks.get(ref)
+            if task is not None and task.done():
+                del self._tasks[ref]
+                failed = None if task.cancelled() else task.exception()
+                if task.cancelled() or failed is not None:
+                    if failed is not None and not isinstance(failed, TransientError):
+                        raise failed  # a defect
+                    task = None  # judged once it could be read: read again
+                else:
+                    for record in task.result():
+                        self._capture.seen(record.data)
+                    found.add(ref)
+                    continue
+            if self._capture.latest_trainjob(ref)[0] is not None:
+                found.add(ref)
+            elif task is None:
+                self._tasks[ref] = asyncio.ensure_future(self._read(ref))
+        for ref in found:
+            stale = self._tasks.pop(ref, None)
+            if stale is not None:
+                stale.cancel()
+        return found
+
+    async def _read(self, ref: TrainJobRef) -> list[Evidence]:
+        try:
+            async with self._limit:
+                return await self._lookup(ref)
+        finally:
+            self._capture.changed.set()  # the round that waits for it looks again
+
+    async def close(self) -> None:
+        await stop(*self._tasks.values(), also=(TransientError,))
+        self._tasks.clear()
+
+
 @dataclass
 class RetireSweep:
     """Which TrainJobs ``watch_attempts`` still checks for retirement, across its calls."""
@@ -149,73 +203,72 @@ async def watch_attempts(
         sweep.again |= capture.attribution.trainjobs.keys()
         sweep.swept = True
     recheck_retire = sweep.again
-    while True:
-        capture.changed.clear()
-        now = clock.now()
-        changed = set(capture.fresh_refs())
-        for ref in sorted(unseen):
-            if capture.latest_trainjob(ref)[0] is None:
-                # the stream may not have shown it yet: read it once, never poll
-                try:
-                    for record in await lookup(ref):
-                        capture.seen(record.data)
-                except TransientError:
-                    continue  # judged once it could be read
-            unseen.discard(ref)
-        pending = {r for name in verdicts.pending_names(now) for r in by_name.get(name, ())}
-        guarded = {r for name in verdicts.guarded_names() for r in by_name.get(name, ())}
-        due = ((changed & refs.keys()) | pending | guarded | unreported) - unseen
-        ready: list[Observation] = []
-        taken: list[tuple[TrainJobRef, tuple[Evidence, ...]]] = []
-        for ref in sorted(due):
-            fresh = capture.take(ref)
-            taken.append((ref, fresh))
-            who = (cancelled or {}).get(ref)
-            holder = capture.latest_trainjob(ref)[0]  # before a final outcome releases it
-            outcome, gone = judge(
-                capture,
-                verdicts,
-                ref,
-                now,
-                reported.get(ref),
-                cancelled_by=who,
-                uid=(uids or {}).get(ref),
-            )
-            if is_replaced(outcome):  # the other owner's objects are not the attempt's
-                fresh = tuple(made_before(fresh, holder))
-            reported[ref] = outcome
-            unreported.discard(ref)
-            if outcome.is_terminal:
-                still_open.discard(ref)
-            key = (outcome.state, outcome.cause, outcome.summary, gone)
-            refused = tuple(verdicts.take_guard_records(ref[1]))
-            if fresh or refused or shown.get(ref) != key:
-                shown[ref] = key
-                rerun = verdicts.rerun(ref[1])
-                extra = (rerun,) if rerun is not None else ()
-                evidence = (*fresh, *extra, *refused)
-                ready.append(Observation(refs[ref], outcome, evidence, observed_at=now, gone=gone))
-        # retire before reporting: a consumer may stop iterating once it has the outcome
-        candidates = recheck_retire | changed | due
-        try:
-            again = await _retire_due(capture, verdicts, refs, candidates, now, retire)
-            recheck_retire.clear()
-            recheck_retire |= again
-        except BaseException:  # cancelled (e.g. the stream is replaced): nothing taken is lost
-            for ref, fresh in reversed(taken):
-                capture.give_back(ref, fresh)
-            raise
-        for observation in ready:
-            yield observation
-        if not unreported and not still_open:
-            latest = {r: capture.latest_trainjob(r)[0] for r in refs}
-            if not any(
-                verdicts.must_retire(r[1], t, now) or verdicts.awaits_end(r[1], t, now)
-                for r, t in latest.items()
-            ):
-                return
-            recheck_retire |= refs.keys()
-        await _wait(capture.changed, sleep, recheck)
+    looking = Lookups(capture, lookup)
+    try:
+        while True:
+            capture.changed.clear()
+            now = clock.now()
+            changed = set(capture.fresh_refs())
+            unseen -= looking.found(unseen)
+            pending = {r for name in verdicts.pending_names(now) for r in by_name.get(name, ())}
+            guarded = {r for name in verdicts.guarded_names() for r in by_name.get(name, ())}
+            due = ((changed & refs.keys()) | pending | guarded | unreported) - unseen
+            ready: list[Observation] = []
+            taken: list[tuple[TrainJobRef, tuple[Evidence, ...]]] = []
+            for ref in sorted(due):
+                fresh = capture.take(ref)
+                taken.append((ref, fresh))
+                who = (cancelled or {}).get(ref)
+                holder = capture.latest_trainjob(ref)[0]  # before a final outcome releases it
+                outcome, gone = judge(
+                    capture,
+                    verdicts,
+                    ref,
+                    now,
+                    reported.get(ref),
+                    cancelled_by=who,
+                    uid=(uids or {}).get(ref),
+                )
+                if is_replaced(outcome):  # the other owner's objects are not the attempt's
+                    fresh = tuple(made_before(fresh, holder))
+                reported[ref] = outcome
+                unreported.discard(ref)
+                if outcome.is_terminal:
+                    still_open.discard(ref)
+                key = (outcome.state, outcome.cause, outcome.summary, gone)
+                refused = tuple(verdicts.take_guard_records(ref[1]))
+                if fresh or refused or shown.get(ref) != key:
+                    shown[ref] = key
+                    rerun = verdicts.rerun(ref[1])
+                    extra = (rerun,) if rerun is not None else ()
+                    evidence = (*fresh, *extra, *refused)
+                    ready.append(
+                        Observation(refs[ref], outcome, evidence, observed_at=now, gone=gone)
+                    )
+            # retire before reporting: a consumer may stop iterating once it has the outcome
+            candidates = recheck_retire | changed | due
+            try:
+                again = await _retire_due(capture, verdicts, refs, candidates, now, retire)
+                recheck_retire.clear()
+                recheck_retire |= again
+            except BaseException:  # cancelled (e.g. the stream is replaced): nothing taken is lost
+                for ref, fresh in reversed(taken):
+                    capture.give_back(ref, fresh)
+                raise
+            for observation in ready:
+                yield observation
+            if not unreported and not still_open:
+                latest = {r: capture.latest_trainjob(r)[0] for r in refs}
+                if not any(
+                    verdicts.must_retire(r[1], t, now) or verdicts.awaits_end(r[1], t, now)
+                    for r, t in latest.items()
+                ):
+                    return
+                recheck_retire |= refs.keys()
+            await _wait(capture.changed, sleep, recheck)
+
+    finally:
+        await looking.close()
 
 
 async def _retire_due(
