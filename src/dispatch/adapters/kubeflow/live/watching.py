@@ -9,9 +9,10 @@ yields) and its outcome is derived by ``verdict.Verdicts`` over *all* records ke
 attempt. Outcomes that can change with time alone (waits measured against the patience,
 terminal outcomes settling) are judged again every ``recheck`` seconds; nothing is polled.
 
-An attempt whose TrainJob the streams have not shown yet is read once (``lookup``, one GET
-and the attempt's lists) before it is judged, so a lagging or reconnecting stream is never
-mistaken for a TrainJob that does not exist.
+An attempt whose TrainJob the streams have not shown yet is read once (``lookup``: the
+TrainJob, its JobSet and the attempt's lists) before it is judged, so a lagging or
+reconnecting stream is never mistaken for a TrainJob that does not exist; those reads are made
+beside the rounds (``Lookups``), so no other attempt waits for them.
 
 Retirement (``verdict.Verdicts.must_retire``) is carried out here through ``retire``, for the
 handles watched and for any other TrainJob this adapter judged terminal that runs again. A
@@ -108,8 +109,8 @@ def judge(
 
 
 class Lookups:
-    """The reads of TrainJobs the streams have not shown yet (``lookup``: one GET and the
-    attempt's lists), made beside the rounds, at most ``LOOKUPS_AT_ONCE`` at a time: a round
+    """The reads of TrainJobs the streams have not shown yet (``lookup``: the TrainJob, its
+    JobSet and the attempt's lists), made beside the rounds, at most ``LOOKUPS_AT_ONCE`` at a time: a round
     waits for none of them (each is several requests; made one after another they held every
     other attempt's judgement back for minutes while thousands of jobs were submitted)."""
 
