@@ -187,3 +187,19 @@ async def test_a_read_that_fails_delivers_its_observation_then_raises() -> None:
     assert keys(first) == ["pod-a"]
     with pytest.raises(ValueError, match="a defect in a read"):
         await anext(stream)
+
+
+@ran
+async def test_delivered_is_told_once_the_consumer_asked_for_the_next() -> None:
+    told: list[str] = []
+    items = [seen("a", State.FAILED), seen("b", State.RUNNING)]
+    stream = alongside(
+        source(items), lambda o: None, delivered=lambda o: told.append(o.handle.job_id)
+    )
+    assert (await anext(stream)).handle.job_id == "a"
+    assert told == []  # taken, not yet handled: a consumer stopped here would not have it
+    assert (await anext(stream)).handle.job_id == "b"
+    assert told == ["a"]
+    with pytest.raises(StopAsyncIteration):
+        await anext(stream)
+    assert told == ["a", "b"]
