@@ -185,7 +185,8 @@ class Throttle:
             self._in_flight -= 1
             async with gate.changed:
                 gate.in_flight -= 1
-                gate.submitting -= 1 if low else 0
+                if low:
+                    gate.submitting -= 1
                 gate.changed.notify_all()
 
     def _admits_submission(self, gate: _Gate) -> bool:

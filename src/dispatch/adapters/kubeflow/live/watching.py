@@ -110,9 +110,10 @@ def judge(
 
 class Lookups:
     """The reads of TrainJobs the streams have not shown yet (``lookup``: the TrainJob, its
-    JobSet and the attempt's lists), made beside the rounds, at most ``LOOKUPS_AT_ONCE`` at a time: a round
-    waits for none of them (each is several requests; made one after another they held every
-    other attempt's judgement back for minutes while thousands of jobs were submitted)."""
+    JobSet and the attempt's lists), made beside the rounds, at most ``LOOKUPS_AT_ONCE`` at a
+    time: a round waits for none of them (each is several requests; made one after another
+    they held every other attempt's judgement back for minutes while thousands of jobs were
+    submitted)."""
 
     def __init__(self, capture: Capture, lookup: Lookup) -> None:
         self._capture = capture
@@ -128,16 +129,10 @@ class Lookups:
             task = self._tasks.get(ref)
             if task is not None and task.done():
                 del self._tasks[ref]
-                failed = None if task.cancelled() else task.exception()
-                if task.cancelled() or failed is not None:
-                    if failed is not None and not isinstance(failed, TransientError):
-                        raise failed  # a defect
-                    task = None  # judged once it could be read: read again
-                else:
-                    for record in task.result():
-                        self._capture.seen(record.data)
+                if self._filed(task):
                     found.add(ref)
                     continue
+                task = None  # judged once it could be read: read again
             if self._capture.latest_trainjob(ref)[0] is not None:
                 found.add(ref)
             elif task is None:
@@ -147,6 +142,20 @@ class Lookups:
             if stale is not None:
                 stale.cancel()
         return found
+
+    def _filed(self, task: asyncio.Task[list[Evidence]]) -> bool:
+        """File what a finished read found; False when it failed transiently or was stopped
+        (any other failure is a defect: raised)."""
+        if task.cancelled():
+            return False
+        failed = task.exception()
+        if failed is not None:
+            if not isinstance(failed, TransientError):
+                raise failed
+            return False
+        for record in task.result():
+            self._capture.seen(record.data)
+        return True
 
     async def _read(self, ref: TrainJobRef) -> list[Evidence]:
         try:
