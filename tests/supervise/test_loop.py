@@ -234,6 +234,24 @@ def test_intents_are_closed_after_a_retry(world: World) -> None:
     assert world.scheduler.calls["start"] == 2
 
 
+class _Reports:
+    """A watcher whose streams reported on the jobs in ``ready`` (job -> the number of its
+    latest observation)."""
+
+    def __init__(self, ready: dict[str, int]) -> None:
+        self.ready = ready
+        self.changed = asyncio.Event()
+
+    def follow(self, handles: object) -> None:
+        pass
+
+    def ready_jobs(self) -> list[str]:
+        return sorted(self.ready)
+
+    def arrival(self, job_id: str) -> int:
+        return self.ready.get(job_id, 0)
+
+
 @pytest.mark.parametrize("at_once", [1, 32])
 def test_a_long_pass_ticks_a_job_again_for_each_new_observation(world: World, at_once: int) -> None:
     """A pass that submits thousands of jobs lasts minutes: a job ticked early in it must be
@@ -241,18 +259,6 @@ def test_a_long_pass_ticks_a_job_again_for_each_new_observation(world: World, at
     jobs = [world.submit("succeeded@30") for _ in range(3)]
     supervisor = world.supervisor(ticks_at_once=at_once)
     ready: dict[str, int] = {}  # job -> the number of its latest observation
-
-    class Stream:
-        changed = asyncio.Event()
-
-        def follow(self, handles: object) -> None:
-            pass
-
-        def ready_jobs(self) -> list[str]:
-            return sorted(ready)
-
-        def arrival(self, job_id: str) -> int:
-            return ready.get(job_id, 0)
 
     ticks: list[str] = []
 
@@ -264,7 +270,7 @@ def test_a_long_pass_ticks_a_job_again_for_each_new_observation(world: World, at
             ready[ticks[0]] = 2  # and again later in the same pass (its end, say)
         return JobReport(job_id)
 
-    supervisor.watcher = Stream()  # type: ignore[assignment]
+    supervisor.watcher = _Reports(ready)  # type: ignore[assignment]
     supervisor.tick = tick  # type: ignore[method-assign]
     run(supervisor._pass(None, watched=True))
     if at_once == 1:
@@ -277,6 +283,64 @@ def test_a_long_pass_ticks_a_job_again_for_each_new_observation(world: World, at
     first = ticks[0]
     assert set(ticks[:3]) == set(jobs)
     assert ticks[3:] == [first]
+
+
+def test_a_job_observed_while_its_tick_runs_is_ticked_again_after_it(world: World) -> None:
+    """Never one job twice at the same time: an observation that arrives during the job's
+    tick is served by a tick that starts once the first one ended."""
+    jobs = [world.submit("succeeded@30") for _ in range(2)]
+    supervisor = world.supervisor(ticks_at_once=4)
+    ready: dict[str, int] = {}
+    running: set[str] = set()
+    overlaps: list[str] = []
+    ticks: list[str] = []
+
+    async def tick(job_id: str) -> JobReport:
+        if job_id in running:
+            overlaps.append(job_id)
+        running.add(job_id)
+        ticks.append(job_id)
+        if len(ticks) == 1:
+            ready[job_id] = 1  # its stream reports while this tick still runs (and the
+            for _ in range(5):  # other job's tick ends meanwhile)
+                await asyncio.sleep(0)
+        else:
+            await asyncio.sleep(0)
+        running.discard(job_id)
+        return JobReport(job_id)
+
+    supervisor.watcher = _Reports(ready)  # type: ignore[assignment]
+    supervisor.tick = tick  # type: ignore[method-assign]
+    run(supervisor._pass(None, watched=True))
+    assert not overlaps
+    assert sorted(ticks[:2]) == sorted(jobs) and ticks[2:] == [ticks[0]]
+
+
+def test_a_failed_tick_starts_no_other_and_is_raised_once_the_running_ones_end(
+    world: World,
+) -> None:
+    """A tick that fails (the records not answering) ends the pass: the ticks already under
+    way are let end, no other is started, and the failure is raised."""
+    for _ in range(8):
+        world.submit("succeeded@30")
+    supervisor = world.supervisor(ticks_at_once=3)
+    started: list[str] = []
+    ended: list[str] = []
+
+    async def tick(job_id: str) -> JobReport:
+        started.append(job_id)
+        if len(started) == 2:
+            raise RecordsUnavailable("the database went away")
+        for _ in range(5):
+            await asyncio.sleep(0)
+        ended.append(job_id)
+        return JobReport(job_id)
+
+    supervisor.tick = tick  # type: ignore[method-assign]
+    with pytest.raises(RecordsUnavailable):
+        run(supervisor.step())
+    assert len(started) == 3  # the first three at once; none after the failure
+    assert ended == [started[0], started[2]]  # those running were let end, not cancelled
 
 
 class _PausingRecords(SqliteRecords):

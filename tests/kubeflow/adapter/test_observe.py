@@ -307,3 +307,36 @@ def test_a_watch_made_again_does_not_read_a_delivered_ends_last_output_again(
     assert again[-1].state is State.FAILED
     assert not [e for o in again for e in o.evidence if e.kind == "log"]
     assert emulator.requests().count("get", "pods/log") == reads
+
+
+def test_a_trainjob_just_created_is_judged_without_being_read_again(
+    emulator: Emulator, make_adapter: AdapterFactory
+) -> None:
+    """The creation's answer is the TrainJob as stored: filed with the streams, it spares the
+    watch of the new attempt the read (several requests) of a TrainJob its stream has not
+    delivered yet. The TrainJob watch is held back here, so that it has not."""
+    adapter = make_adapter()
+    looked_up: list[tuple[str, str]] = []
+    real = adapter._lookup
+
+    async def lookup(ref: tuple[str, str]) -> list[Any]:
+        looked_up.append(ref)
+        return await real(ref)
+
+    adapter._lookup = lookup  # type: ignore[method-assign]
+
+    async def body() -> tuple[AttemptHandle, Observation]:
+        emulator.faults.add(FaultRule(verb="watch", resource="trainjobs", latency=3.0))
+        adapter.capture().cover([NAMESPACE])
+        await adapter.capture().synced.wait()  # listed; the TrainJob watch opens 3 s later
+        handle = await adapter.start(job_of(example_spec("torch", name="fresh")), 1)
+        before = emulator.requests()
+        async for observation in adapter.watch([handle]):
+            after = emulator.requests()
+            assert after.count("get", "trainjobs") == before.count("get", "trainjobs")
+            return handle, observation
+        raise AssertionError("no observation")
+
+    handle, first = run(body())
+    assert first.state is State.QUEUED and first.handle == handle
+    assert not looked_up

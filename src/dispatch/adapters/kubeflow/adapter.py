@@ -364,6 +364,7 @@ class KubeflowAdapter:
                     plan.capabilities.raise_if_refused()
                     raise AssertionError("a plan not accepted names its refusals")
                 created = found
+        self._file_created(created)
         return AttemptHandle(
             job_id=job.id,
             attempt=attempt,
@@ -378,6 +379,18 @@ class KubeflowAdapter:
                 "adopted": created.adopted,
             },
         )
+
+    def _file_created(self, created: submit.Created) -> None:
+        """File the TrainJob as its creation answered (or as read, when adopted) with the
+        evidence streams of this loop, if they run: the API server's own answer, at the
+        version the TrainJob stream delivers next. The watch of the new attempt then judges it
+        at once instead of reading it again (``live.watching.Lookups``: a TrainJob the streams
+        have not shown yet is read, with its JobSet and lists, several requests, and one just
+        created is not shown yet for the milliseconds its event takes)."""
+        if not created.trainjob or self._capture is None:
+            return
+        if self._capture_loop is asyncio.get_running_loop():
+            self._capture.seen(created.trainjob)
 
     # --- evidence, observe, watch, cancel --------------------------------------------------
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dispatch.adapters.kubeflow.api.client import TRAINING_RUNTIMES, TRAINJOBS, Resource, Session
@@ -63,6 +63,8 @@ class Created:
     uid: str
     adopted: bool
     copy_owned: bool
+    #: the TrainJob as the API server answered its creation (or as read, when adopted)
+    trainjob: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 def _owned_by_attempt(obj: Mapping[str, Any], job: Job, attempt: int) -> bool:
@@ -154,7 +156,7 @@ async def adopt_existing(
         owned = await _own_copy(session, copy, name, uid, namespace)
     if job.spec.secret_env:
         await own_secret(session, name, uid, namespace)
-    return Created(name=name, uid=uid, adopted=True, copy_owned=owned)
+    return Created(name=name, uid=uid, adopted=True, copy_owned=owned, trainjob=trainjob)
 
 
 async def discard_copy(session: Session, name: str, job: Job, attempt: int, namespace: str) -> None:
@@ -220,4 +222,4 @@ async def create_attempt(
     owned = await _own_copy(session, copy, name, uid, namespace)
     if job.spec.secret_env:
         await own_secret(session, name, uid, namespace)
-    return Created(name=name, uid=uid, adopted=adopted, copy_owned=owned)
+    return Created(name=name, uid=uid, adopted=adopted, copy_owned=owned, trainjob=trainjob)
