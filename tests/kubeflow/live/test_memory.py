@@ -195,3 +195,20 @@ def test_a_metadata_list_holds_each_object_s_name_and_version_alone(tmp_path: Pa
     assert all(set(i) == {"kind", "apiVersion", "metadata"} for i in items)  # no message
     assert {i["kind"] for i in items} == {"PartialObjectMetadata"}
     assert all(i["metadata"]["resourceVersion"].isdigit() for i in items)
+
+
+def test_a_state_filed_again_keeps_one_copy_the_one_the_stream_shares() -> None:
+    """The TrainJob a start created is filed from the creation's answer; when its stream
+    delivers that same version, the record takes the stream's copy (which later states share
+    parts with) and keeps its first time, so no second copy stays while the attempt runs."""
+    capture = _capture()
+    created = trainjob()
+    capture.seen(created)
+    [first] = capture.records(REF)
+    delivered = json.loads(json.dumps(created))  # the same version, decoded apart
+    capture.streams.update(("trainjobs", NS), f"{NS}/tj", delivered)
+    [record] = capture.records(REF)
+    assert record.key == first.key and record.observed_at == first.observed_at
+    kept_by_stream = capture.streams.last.state(("trainjobs", NS), f"{NS}/tj")
+    assert kept_by_stream is not None and record.data is kept_by_stream
+    assert record.data == created and capture.latest_trainjob(REF)[0] is kept_by_stream

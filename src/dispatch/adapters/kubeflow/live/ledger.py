@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from dispatch.adapters.kubeflow.api.kinds import kueue_may_manage
@@ -143,6 +144,7 @@ class Ledger:
     def _file(self, ref: TrainJobRef, record: Evidence, *, fresh: bool = True) -> None:
         keys = self._keys.setdefault(ref, set())
         if record.key in keys:
+            self._same_state(ref, record)
             return
         keys.add(record.key)
         self._records.setdefault(ref, []).append(record)
@@ -163,6 +165,24 @@ class Ledger:
         if fresh:
             self._fresh.setdefault(ref, []).append(record)
             self.changed.set()
+
+    def _same_state(self, ref: TrainJobRef, record: Evidence) -> None:
+        """A state filed before comes again (its key names the object and its version): the
+        TrainJob stream delivering the TrainJob whose creation's answer was filed, or a list
+        made again. The record keeps its first sighting's time and takes the new copy, which
+        a stream shares with the object's later states (``laststate.share``): the first copy
+        is let go instead of being kept beside it while the attempt runs."""
+        records = self._records.get(ref) or []
+        for index in range(len(records) - 1, -1, -1):
+            kept = records[index]
+            if kept.key != record.key:
+                continue
+            if kept.data is not record.data:
+                records[index] = replace(kept, data=record.data)
+                trainjob = self._trainjob.get(ref)
+                if trainjob is not None and trainjob[0] is kept.data:
+                    self._trainjob[ref] = (record.data, trainjob[1])
+            return
 
     def _node_of(self, ref: TrainJobRef, obj: Mapping[str, Any], at: float) -> None:
         """A pod's node, filed for its TrainJob the first time the pod is seen on it."""
