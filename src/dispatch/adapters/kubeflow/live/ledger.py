@@ -54,7 +54,8 @@ class Ledger:
         self.attribution = Attribution()
         self._claim = claim
         self._records: dict[TrainJobRef, list[Evidence]] = {}
-        self._keys: dict[TrainJobRef, set[str]] = {}
+        #: per TrainJob, the key of each record filed and its place in ``_records``
+        self._keys: dict[TrainJobRef, dict[str, int]] = {}
         self._fresh: dict[TrainJobRef, list[Evidence]] = {}
         self._trainjob: dict[TrainJobRef, tuple[Mapping[str, Any], bool]] = {}
         self._newest: dict[TrainJobRef, int] = {}  # the newest resourceVersion filed per ref
@@ -142,12 +143,14 @@ class Ledger:
         return refs
 
     def _file(self, ref: TrainJobRef, record: Evidence, *, fresh: bool = True) -> None:
-        keys = self._keys.setdefault(ref, set())
-        if record.key in keys:
-            self._same_state(ref, record)
+        keys = self._keys.setdefault(ref, {})
+        records = self._records.setdefault(ref, [])
+        place = keys.get(record.key)
+        if place is not None:
+            self._same_state(ref, place, record)
             return
-        keys.add(record.key)
-        self._records.setdefault(ref, []).append(record)
+        keys[record.key] = len(records)
+        records.append(record)
         if record.kind == "trainjob":
             self._trainjob[ref] = (record.data, record.key.endswith(DELETED_SUFFIX))
         if ref not in self._queued and (
@@ -166,23 +169,21 @@ class Ledger:
             self._fresh.setdefault(ref, []).append(record)
             self.changed.set()
 
-    def _same_state(self, ref: TrainJobRef, record: Evidence) -> None:
+    def _same_state(self, ref: TrainJobRef, place: int, record: Evidence) -> None:
         """A state filed before comes again (its key names the object and its version): the
         TrainJob stream delivering the TrainJob whose creation's answer was filed, or a list
         made again. The record keeps its first sighting's time and takes the new copy, which
         a stream shares with the object's later states (``laststate.share``): the first copy
-        is let go instead of being kept beside it while the attempt runs."""
-        records = self._records.get(ref) or []
-        for index in range(len(records) - 1, -1, -1):
-            kept = records[index]
-            if kept.key != record.key:
-                continue
-            if kept.data is not record.data:
-                records[index] = replace(kept, data=record.data)
-                trainjob = self._trainjob.get(ref)
-                if trainjob is not None and trainjob[0] is kept.data:
-                    self._trainjob[ref] = (record.data, trainjob[1])
+        is let go instead of being kept beside it while the attempt runs. ``place``: where
+        the record is in ``_records``."""
+        records = self._records[ref]
+        kept = records[place]
+        if kept.data is record.data:
             return
+        records[place] = replace(kept, data=record.data)
+        trainjob = self._trainjob.get(ref)
+        if trainjob is not None and trainjob[0] is kept.data:
+            self._trainjob[ref] = (record.data, trainjob[1])
 
     def _node_of(self, ref: TrainJobRef, obj: Mapping[str, Any], at: float) -> None:
         """A pod's node, filed for its TrainJob the first time the pod is seen on it."""
