@@ -364,7 +364,11 @@ class KubeflowAdapter:
                     plan.capabilities.raise_if_refused()
                     raise AssertionError("a plan not accepted names its refusals")
                 created = found
-        self._file_created(created)
+        # The creation's answer is the TrainJob as stored, at the version its stream delivers
+        # next: filed now (``start`` made the streams of this loop), the watch of the new
+        # attempt judges it at once instead of reading it, its JobSet and its lists again
+        # (``live.watching.Lookups``) for the milliseconds its event takes.
+        self.capture().seen(created.trainjob)
         return AttemptHandle(
             job_id=job.id,
             attempt=attempt,
@@ -379,18 +383,6 @@ class KubeflowAdapter:
                 "adopted": created.adopted,
             },
         )
-
-    def _file_created(self, created: submit.Created) -> None:
-        """File the TrainJob as its creation answered (or as read, when adopted) with the
-        evidence streams of this loop, if they run: the API server's own answer, at the
-        version the TrainJob stream delivers next. The watch of the new attempt then judges it
-        at once instead of reading it again (``live.watching.Lookups``: a TrainJob the streams
-        have not shown yet is read, with its JobSet and lists, several requests, and one just
-        created is not shown yet for the milliseconds its event takes)."""
-        if not created.trainjob or self._capture is None:
-            return
-        if self._capture_loop is asyncio.get_running_loop():
-            self._capture.seen(created.trainjob)
 
     # --- evidence, observe, watch, cancel --------------------------------------------------
 

@@ -64,7 +64,7 @@ class Created:
     adopted: bool
     copy_owned: bool
     #: the TrainJob as the API server answered its creation (or as read, when adopted)
-    trainjob: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    trainjob: Mapping[str, Any] = field(repr=False, compare=False)
 
 
 def _owned_by_attempt(obj: Mapping[str, Any], job: Job, attempt: int) -> bool:
