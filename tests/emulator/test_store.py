@@ -197,3 +197,52 @@ def test_controller_reacts_through_subscription_and_store_operations() -> None:
 
     asyncio.run(asyncio.wait_for(scenario(), timeout=10))
     assert starter.started == ["p1"]
+
+
+def test_a_status_write_keeps_every_stored_version_and_the_callers_body_apart() -> None:
+    """A status write copies only what it changes: the version before it, an answer given
+    earlier and the body the caller still holds are each left as they were."""
+
+    async def scenario() -> None:
+        async with _cluster() as cluster:
+            store = cluster.store
+            pod_type = cluster.rtype("v1", "Pod")
+            before = store.create(pod_type, "default", pod("p"))
+            first = store.peek(pod_type, "default", "p")
+            assert first is not None
+            body = {**before, "status": {"phase": "Running", "conditions": [{"type": "Ready"}]}}
+            after = store.update(pod_type, "default", "p", body, subresource="status")
+            body["status"]["conditions"][0]["type"] = "Changed by the caller"
+            body["metadata"]["labels"] = {"changed": "by the caller"}
+            stored = store.get(pod_type, "default", "p")
+            assert stored["status"]["conditions"] == [{"type": "Ready"}]
+            assert "changed" not in (stored["metadata"].get("labels") or {})
+            assert stored == after
+            # the version before: its status and resourceVersion are its own
+            assert "conditions" not in (first.get("status") or {})
+            assert first["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+            assert after["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"]
+            assert stored["spec"] == before["spec"]
+
+    asyncio.run(scenario())
+
+
+def test_answers_are_copies_unless_a_reader_asks_for_the_stored_object() -> None:
+    async def scenario() -> None:
+        async with _cluster() as cluster:
+            store = cluster.store
+            cm = cluster.rtype("v1", "ConfigMap")
+            body = {"metadata": {"name": "a"}, "data": {"k": "v"}}
+            answer = store.create(cm, "default", body)
+            body["data"]["k"] = "changed by the caller"
+            answer["data"]["k"] = "changed in the answer"
+            assert store.get(cm, "default", "a")["data"] == {"k": "v"}
+            # a reader that only serializes the answer takes the stored object, read-only
+            read = store.update(cm, "default", "a", {**answer, "data": {"k": "w"}}, copy=False)
+            assert read is store.peek(cm, "default", "a")
+            # a request's own body, given away, is stored as it is
+            given = {"metadata": {"name": "b"}, "data": {"k": "v"}}
+            store.create(cm, "default", given, owned=True, copy=False)
+            assert store.peek(cm, "default", "b") is given
+
+    asyncio.run(scenario())

@@ -558,6 +558,8 @@ class ApiServer:
                 field_manager=_manager(request, query),
                 dry_run=bool(dry),
                 user=_user(request),
+                owned=True,  # the request's own decoded body, and an answer only sent
+                copy=False,
             ),
         )
         return _json(created, 201)
@@ -581,6 +583,8 @@ class ApiServer:
                     field_manager=_manager(request, query),
                     dry_run=bool(dry_run),
                     user=_user(request),
+                    owned=True,
+                    copy=False,
                 ),
             )
         )
@@ -608,6 +612,8 @@ class ApiServer:
                     force=force in _TRUE,
                     dry_run=bool(dry_run),
                     user=_user(request),
+                    owned=True,
+                    copy=False,
                 ),
             ),
             201 if created else 200,

@@ -145,9 +145,12 @@ class Store:
             raise errors.not_found(rtype.group, rtype.plural, name)
         return obj
 
-    def _out(self, rtype: ResourceType, obj: JsonObj) -> JsonObj:
-        out: JsonObj = clone(from_storage(rtype, self._storage(rtype), obj))
-        return out
+    def _out(self, rtype: ResourceType, obj: JsonObj, copy: bool = True) -> JsonObj:
+        """``obj`` as a client of ``rtype`` sees it: a copy of its own, or with ``copy`` False
+        the stored object itself (read-only, as :meth:`peek`; shallow-converted when ``rtype``
+        is not its storage version)."""
+        out: JsonObj = from_storage(rtype, self._storage(rtype), obj)
+        return clone(out) if copy else out
 
     def get(self, rtype: ResourceType, namespace: str | None, name: str) -> JsonObj:
         return self._out(rtype, self._stored(rtype, namespace, name))
@@ -307,15 +310,21 @@ class Store:
         dry_run: bool = False,
         managed_fields: builtins.list[JsonObj] | None = None,
         user: UserInfo | None = None,
+        owned: bool = False,
+        copy: bool = True,
     ) -> JsonObj:
         """Create. ``field_manager``: who writes (its ``Update`` entry in ``managedFields``;
         None for the emulator's own controllers); ``managed_fields``: the entries server-side
         apply computed; ``dry_run``: everything but the write (the object as it would be
         stored, without a resourceVersion, as ``dryRun=All`` answers); ``user``: who asks, as
-        admission sees it (default: the user of :meth:`acting_as`)."""
+        admission sees it (default: the user of :meth:`acting_as`). ``owned``: ``body`` is
+        given away (a request's own decoded body: stored as it is, not copied; the caller
+        never touches it again); ``copy`` False: the answer is the stored object itself,
+        read-only (for callers that only read or serialize it; copying every answer was the
+        emulator's largest cost; an apply's answer is always a copy)."""
         stype = self._storage(rtype)
         check_kind(rtype, body)
-        obj = to_storage(rtype, stype, clone(body))
+        obj = to_storage(rtype, stype, body if owned else clone(body))
         set_namespace(rtype, obj, namespace)
         m = obj["metadata"]
         if rtype.namespaced:
@@ -336,11 +345,11 @@ class Store:
             _set_managed_fields(obj, entries)
         self._admit("CREATE", rtype, obj, None, None, user, dry_run)
         if dry_run:
-            return self._out(rtype, obj)
+            return self._out(rtype, obj, copy)
         self.tables.commit(stype, "ADDED", obj, None)
         self.gc.created(obj)
         self.gc.drain()
-        return self._out(rtype, obj)
+        return self._out(rtype, obj, copy)
 
     def update(
         self,
@@ -355,14 +364,24 @@ class Store:
         dry_run: bool = False,
         managed_fields: builtins.list[JsonObj] | None = None,
         user: UserInfo | None = None,
+        owned: bool = False,
+        copy: bool = True,
     ) -> JsonObj:
         """PUT. ``unconditional`` (used by patches) allows a body without resourceVersion.
-        ``field_manager``, ``managed_fields``, ``dry_run`` and ``user`` as for :meth:`create`;
-        without a manager the stored ``managedFields`` stay as they are."""
+        ``field_manager``, ``managed_fields``, ``dry_run``, ``user``, ``owned`` and ``copy``
+        as for :meth:`create`; without a manager the stored ``managedFields`` stay as they
+        are. A ``status`` write copies only the body's status (``prepare_update`` keeps the
+        rest of the stored object)."""
         stype = self._storage(rtype)
         existing = self._stored(rtype, namespace, name)
         check_kind(rtype, body)
-        new = to_storage(rtype, stype, clone(body))
+        if owned:
+            given = body
+        elif subresource == "status":
+            given = dict(body)  # its metadata is only read; its status is copied
+        else:
+            given = clone(body)
+        new = to_storage(rtype, stype, given)
         new = prepare_update(rtype, stype, new, existing, subresource, unconditional=unconditional)
         entries = managed_fields
         if entries is None and field_manager:
@@ -374,9 +393,9 @@ class Store:
         self._admit("UPDATE", rtype, new, existing, subresource, user, dry_run)
         new["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
         if new == existing:
-            return self._out(rtype, existing)
+            return self._out(rtype, existing, copy)
         if dry_run:
-            return self._out(rtype, new)
+            return self._out(rtype, new, copy)
         if finished_deleting(new):
             self.tables.commit(stype, "DELETED", new, existing)
             self.gc.removed(new)
@@ -384,7 +403,7 @@ class Store:
             self.tables.commit(stype, "MODIFIED", new, existing)
             self.gc.updated(new)
         self.gc.drain()
-        return self._out(rtype, new)
+        return self._out(rtype, new, copy)
 
     def patch(
         self,
@@ -399,11 +418,14 @@ class Store:
         force: bool = False,
         dry_run: bool = False,
         user: UserInfo | None = None,
+        owned: bool = False,
+        copy: bool = True,
     ) -> JsonObj:
         """Patch (merge, JSON, strategic merge) then write as :meth:`update`, or server-side
         apply (:mod:`~dispatch.testing.k8s.managed_fields`: field ownership, 409 on another
-        manager's field unless ``force``; a missing object is created). ``user`` as for
-        :meth:`create`."""
+        manager's field unless ``force``; a missing object is created). ``user``, ``owned``
+        (the patch document) and ``copy`` as for :meth:`create` (an apply's answer is
+        always a copy)."""
         if patch_type == APPLY_PATCH:
             return self._apply(
                 rtype, namespace, name, body, subresource, field_manager, force, dry_run, user
@@ -423,6 +445,8 @@ class Store:
             field_manager=field_manager,
             dry_run=dry_run,
             user=user,
+            owned=owned,  # made of a copy of the stored object and the patch document
+            copy=copy,
         )
 
     def _apply(

@@ -128,12 +128,15 @@ def prepare_update(
             [FieldError.invalid("metadata.uid", uid, "field is immutable")],
         )
     if subresource == "status":
+        # the stored object with the new status; its other parts are shared with the stored
+        # version (stored objects are never modified in place, and no admission plugin
+        # changes a status write), its metadata is its own (the write sets fields there)
         status = new.get("status")
-        new = clone(existing)
+        new = {**existing, "metadata": clone(old_meta)}
         if status is None:
             new.pop("status", None)
         else:
-            new["status"] = status
+            new["status"] = clone(status)
         return new
     if stype.status:
         new.pop("status", None)

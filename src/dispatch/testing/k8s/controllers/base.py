@@ -256,7 +256,10 @@ def record_event(
 
 
 def write_status(cluster: Cluster, rtype: ResourceType, obj: JsonObj, status: JsonObj) -> JsonObj:
-    """Replace ``obj``'s status (a no-op write is not a change)."""
+    """Replace ``obj``'s status (a no-op write is not a change); the object as stored, read-only
+    (never modify it: as ``Store.peek``)."""
     m = obj["metadata"]
     body = {**obj, "status": status}
-    return cluster.store.update(rtype, m.get("namespace"), m["name"], body, subresource="status")
+    return cluster.store.update(
+        rtype, m.get("namespace"), m["name"], body, subresource="status", copy=False
+    )

@@ -130,6 +130,7 @@ class Scheduler(Reconciler):
             key[1],
             {**pod, "spec": {**pod["spec"], "nodeName": node}},
             subresource="binding",
+            copy=False,  # read only below
         )
         set_condition(conds, "PodScheduled", "True", "", "", now)
         for c in conds:
