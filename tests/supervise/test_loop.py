@@ -343,6 +343,104 @@ def test_a_failed_tick_starts_no_other_and_is_raised_once_the_running_ones_end(
     assert ended == [started[0], started[2]]  # those running were let end, not cancelled
 
 
+def test_a_slow_tick_holds_back_no_other(world: World) -> None:
+    """Up to ``ticks_at_once`` ticks run at once, and one that ends makes room for the next at
+    once: a start waiting out a ``Retry-After`` does not hold the starts after it."""
+    for _ in range(5):
+        world.submit("succeeded@30")
+    supervisor = world.supervisor(ticks_at_once=2)
+    slow_may_end = asyncio.Event()
+    started: list[str] = []
+    ended_while_slow: list[str] = []
+    most = 0
+    running: set[str] = set()
+
+    async def tick(job_id: str) -> JobReport:
+        nonlocal most
+        started.append(job_id)
+        running.add(job_id)
+        most = max(most, len(running))
+        if len(started) == 1:
+            await slow_may_end.wait()
+        else:
+            await asyncio.sleep(0)
+            if not slow_may_end.is_set():
+                ended_while_slow.append(job_id)
+            if len(ended_while_slow) == 4:
+                slow_may_end.set()
+        running.discard(job_id)
+        return JobReport(job_id)
+
+    supervisor.tick = tick  # type: ignore[method-assign]
+    report = run(supervisor.step())
+    assert len(report.jobs) == 5
+    assert ended_while_slow == started[1:]  # the four others, one after another, beside it
+    assert most == 2
+
+
+@pytest.mark.parametrize("late", [0.0, 0.3])
+def test_fewer_ticks_run_at_once_while_the_event_loop_runs_late(world: World, late: float) -> None:
+    """A supervisor whose loop runs late (its own work starving the streams that report ends)
+    starts fewer ticks at once: the window halves, and grows back while the loop keeps time."""
+    for _ in range(24):
+        world.submit("succeeded@30")
+    supervisor = world.supervisor(ticks_at_once=8)
+    supervisor._lag.lag = late  # not started by ``step``: it stays as set
+    running: set[str] = set()
+    at_once: list[int] = []
+
+    async def tick(job_id: str) -> JobReport:
+        running.add(job_id)
+        at_once.append(len(running))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        running.discard(job_id)
+        return JobReport(job_id)
+
+    supervisor.tick = tick  # type: ignore[method-assign]
+    report = run(supervisor.step())
+    assert len(report.jobs) == 24
+    if not late:
+        assert max(at_once[8:]) == 8 and supervisor.width == 8
+        return
+    assert max(at_once[:8]) == 8  # the first window, before any tick ended late
+    assert max(at_once[8:]) <= 4  # halved once (at most once per NARROW_EVERY seconds)
+    assert supervisor.width == 4
+    supervisor._lag.lag = 0.0
+    for _ in range(4):  # on time again: about one more per ``width`` ticks ended
+        supervisor._adapt(4)
+    assert supervisor.width > 7
+
+
+def test_a_pass_cancelled_leaves_no_tick_running(world: World) -> None:
+    for _ in range(4):
+        world.submit("succeeded@30")
+    supervisor = world.supervisor(ticks_at_once=3)
+    started: list[str] = []
+    stopped: list[str] = []
+
+    async def tick(job_id: str) -> JobReport:
+        started.append(job_id)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.append(job_id)
+        return JobReport(job_id)
+
+    async def scenario() -> None:
+        passing = asyncio.ensure_future(supervisor.step())
+        while len(started) < 3:
+            await asyncio.sleep(0)
+        passing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await passing
+        assert sorted(stopped) == sorted(started)  # each was cancelled and has ended
+
+    supervisor.tick = tick  # type: ignore[method-assign]
+    run(scenario())
+    assert len(started) == 3
+
+
 class _PausingRecords(SqliteRecords):
     """A store where ``pauser`` stalls right after renewing its lease, once armed, for longer
     than the TTL, while ``heir`` takes the job over (a GC pause or a slow disk between a

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable, Collection
 
 from dispatch.adapters.base import Adapter, EvidenceSeeder, LateEvidence
-from dispatch.aio import first_of
+from dispatch.aio import LoopLag, first_of, stop
 from dispatch.clock import Clock
 from dispatch.log import logger
 from dispatch.model import (
@@ -56,8 +56,13 @@ MAX_LATE = 1_000
 #: decisions carried out per job per pass at most (observe -> finish needs two)
 MAX_DECISIONS_PER_TICK = 4
 _QUIET = (DecisionKind.WAIT, DecisionKind.NOTHING)
-#: jobs ticked at the same time in a pass (each start waits on a few API requests)
+#: jobs ticked at the same time in a pass at most (each start waits on a few API requests)
 TICKS_AT_ONCE = 32
+#: while the event loop runs late (``LoopLag``), the ticks at once halve, at most once per
+#: this many real seconds, down to ``FEWEST_AT_ONCE``; a tick that ends on time adds
+#: ``1/width`` back (additive increase, multiplicative decrease)
+NARROW_EVERY = 0.5
+FEWEST_AT_ONCE = 2
 #: seconds between refreshes of the watched attempts while a long pass of ``run`` goes on
 FOLLOW_EVERY = 1.0
 #: seconds before ``run`` tries again after the records did not answer
@@ -87,6 +92,11 @@ class Supervisor:
     ) -> None:
         self.records = records
         self.ticks_at_once = max(1, ticks_at_once)
+        #: how many ticks run at once now (``_adapt``): ``ticks_at_once`` while the loop
+        #: keeps time; while it runs late (``run`` measures it), fewer
+        self.width = float(self.ticks_at_once)
+        self._lag = LoopLag()
+        self._narrowed_at = -math.inf
         #: the clusters whose jobs this supervisor drives (None: every cluster's); a team's
         #: shared records hold jobs that supervisors elsewhere drive
         self.clusters = frozenset(clusters) if clusters is not None else None
@@ -204,10 +214,13 @@ class Supervisor:
     ) -> StepReport:
         """``step``; ``watched`` (``run``): meanwhile new attempts are watched (every
         ``FOLLOW_EVERY`` s) and the jobs a stream reported on are ticked at once, again for
-        each new observation. Jobs are ticked in waves of up to ``ticks_at_once`` at the same
-        time (each under its own lease; never one job twice in a wave), so a pass that starts
-        thousands of jobs waits on the API server that many requests at a time, not one;
-        with ``ticks_at_once`` 1 every tick is awaited in turn, on no event loop of its own.
+        each new observation. Up to ``ticks_at_once`` jobs are ticked at the same time, each
+        under its own lease and never one job twice at once, and a tick that ends makes room
+        for the next at once (a window, not waves: a start waiting out a ``Retry-After`` holds
+        back no other), so a pass that starts thousands of jobs waits on the API server that
+        many requests at a time, not one. While the event loop runs late, fewer run at once
+        (``_adapt``). With ``ticks_at_once`` 1 every tick is awaited in turn, on no task of
+        its own. Cancelled, it cancels its ticks and waits for their end.
         ``look`` False (``run`` between its full passes): the open jobs are not read again,
         so jobs created since are found by the next full pass, and a pass costs what it ticks."""
         reconciled = [] if self._reconciled else await self.reconcile()
@@ -225,39 +238,103 @@ class Supervisor:
         pending = deque((j, True) for j in sorted(chosen, key=lambda j: self._open[j]))
         reports: list[JobReport] = []
         interleaved: dict[str, int] = {}  # job -> the observation it was last ticked for
-        while pending:
-            wave: list[str] = []
-            while pending and len(wave) < self.ticks_at_once:
-                job_id, own = pending.popleft()
-                if not (own and job_id in interleaved) and job_id not in wave:
-                    wave.append(job_id)
-            reports += await self._tick_wave(wave)
-            if not watched:
-                continue
-            if self._follow_due():
-                self._follow()
-            for job_id in self.watcher.ready_jobs():
-                # again for each new observation: a long pass (one that submits thousands
-                # of jobs) must not hold back the end of a job it ticked earlier in the pass
-                arrival = self.watcher.arrival(job_id)
-                if interleaved.get(job_id, -1) < arrival and job_id in self._known:
-                    interleaved[job_id] = arrival
-                    pending.appendleft((job_id, False))
+        running: dict[asyncio.Future[JobReport], str] = {}
+        try:
+            failed = await self._ticks(pending, running, interleaved, reports, watched)
+        finally:
+            await stop(*running, also=(Exception,))  # only when cancelled: none runs after
+        if failed is not None:
+            raise failed
         self._record_late_evidence()
         return StepReport(
             owner=self.owner, at=self.clock.now(), jobs=tuple(reports), reconciled=tuple(reconciled)
         )
 
-    async def _tick_wave(self, wave: list[str]) -> list[JobReport]:
-        """Tick these jobs at the same time; an error that leaves a tick (the records not
-        answering) is raised once every tick of the wave has ended."""
-        if len(wave) == 1:
-            return [await self.tick(wave[0])]
-        done = await asyncio.gather(*(self.tick(job_id) for job_id in wave), return_exceptions=True)
-        for result in done:
-            if isinstance(result, BaseException):
-                raise result
-        return [r for r in done if isinstance(r, JobReport)]
+    async def _ticks(
+        self,
+        pending: deque[tuple[str, bool]],
+        running: dict[asyncio.Future[JobReport], str],
+        interleaved: dict[str, int],
+        reports: list[JobReport],
+        watched: bool,
+    ) -> BaseException | None:
+        """The ticks of a pass (see ``_pass``): their reports into ``reports``; the first error
+        that left a tick, once every tick running then has ended (no other starts after it)."""
+        failed: BaseException | None = None
+        while pending or running:
+            if self.ticks_at_once == 1:  # in turn, on no task of its own (the simulator's way)
+                job_id = self._next_tick(pending, set(), interleaved)
+                if job_id is None:
+                    break
+                reports.append(await self.tick(job_id))
+            else:
+                while failed is None and len(running) < max(1, int(self.width)):
+                    job_id = self._next_tick(pending, set(running.values()), interleaved)
+                    if job_id is None:
+                        break
+                    running[asyncio.ensure_future(self.tick(job_id))] = job_id
+                if not running:
+                    break
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                self._adapt(len(done))
+                for tick in sorted(done, key=lambda t: running[t]):
+                    del running[tick]
+                    error = tick.exception()
+                    if error is not None:
+                        failed = failed or error
+                    else:
+                        reports.append(tick.result())
+                if failed is not None:
+                    continue  # the ticks running end; no other starts
+            if not watched:
+                continue
+            if self._follow_due():
+                self._follow()
+            busy = set(running.values())
+            for job_id in self.watcher.ready_jobs():
+                # again for each new observation: a long pass (one that submits thousands
+                # of jobs) must not hold back the end of a job it ticked earlier in the pass.
+                # A job being ticked is left ready: it is ticked again once its tick ends.
+                arrival = self.watcher.arrival(job_id)
+                if job_id in busy or job_id not in self._known:
+                    continue
+                if interleaved.get(job_id, -1) < arrival:
+                    interleaved[job_id] = arrival
+                    pending.appendleft((job_id, False))
+        return failed
+
+    def _adapt(self, ended: int) -> None:
+        """After ``ended`` ticks ended: fewer ticks at once while the event loop runs late
+        (the supervisor's own work starving the streams that report ends: at N = 10,000 a
+        full window of starts made detection p99 11.9 s instead of 4.6 s), more again while
+        it keeps time, up to ``ticks_at_once``."""
+        if self._lag.late() > 0:
+            now = asyncio.get_running_loop().time()
+            if now - self._narrowed_at >= NARROW_EVERY:
+                self._narrowed_at = now
+                self.width = max(float(min(FEWEST_AT_ONCE, self.ticks_at_once)), self.width / 2)
+        elif self.width < self.ticks_at_once:
+            self.width = min(float(self.ticks_at_once), self.width + ended / self.width)
+
+    @staticmethod
+    def _next_tick(
+        pending: deque[tuple[str, bool]], busy: set[str], interleaved: dict[str, int]
+    ) -> str | None:
+        """The next job to tick (None: none can start now): never one being ticked (it waits
+        at the front), nor the pass's own tick of a job ticked for an observation already."""
+        skipped: list[tuple[str, bool]] = []
+        chosen: str | None = None
+        while pending:
+            job_id, own = pending.popleft()
+            if own and job_id in interleaved:
+                continue
+            if job_id in busy:
+                skipped.append((job_id, own))
+                continue
+            chosen = job_id
+            break
+        pending.extendleft(reversed(skipped))
+        return chosen
 
     def _record_late_evidence(self) -> None:
         """Add what adapters learnt about attempts already over (``LateEvidence``, e.g. a
@@ -478,6 +555,7 @@ class Supervisor:
         refreshed during long passes), not polled per job. Every ``poll_interval`` a pass
         ticks every open job; in between, a pass wakes on what a stream reports and ticks only
         the jobs that need it (``_due``). ``on_step`` sees every pass's report."""
+        self._lag.start()
         try:
             _, self._log_seq = self.records.logged_after(self._log_seq)
             self._follow()
@@ -506,6 +584,7 @@ class Supervisor:
                 waits = [until for until in self._waits.values() if until > now]
                 await self._pause(stop, min([full_at + self.poll_interval, *waits]) - now)
         finally:
+            await self._lag.close()
             await self.watcher.close()
 
     def _due(self, now: float) -> set[str]:

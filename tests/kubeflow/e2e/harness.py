@@ -180,6 +180,12 @@ class World:
         self.adapters_made.append(made)
         return made
 
+    def other_records(self) -> SqliteRecords:
+        """The same records through a connection of their own, as another process (``dispatch
+        cancel``) reaches them: for a helper thread, which must not share the supervisor's
+        connection (one sqlite3 connection serves one statement at a time)."""
+        return SqliteRecords(database_path(self.records_dir), clock=self.clock, ids=CountingIds())
+
     def supervisor(self, owner: str = "s1") -> Supervisor:
         cache: dict[str, Adapter] = {}
 

@@ -108,9 +108,10 @@ def test_failed_trainjob_run_again_stays_failed_and_is_stopped(world: World) -> 
     other = world.submit("other", {"default": {"runFor": 600}}, recovery=FAIL_ALWAYS)
     changes = _follow(world, failing)
     seen: dict[str, Any] = {}
+    helper_records = world.other_records()  # the helper thread's own connection
 
     def ended() -> bool:
-        return world.records.get_job(failing).state.is_terminal
+        return helper_records.get_job(failing).state.is_terminal
 
     def trainjobs() -> set[str]:
         return {o["metadata"]["name"] for o in world.objects("TrainJob")}
@@ -127,11 +128,12 @@ def test_failed_trainjob_run_again_stays_failed_and_is_stopped(world: World) -> 
             # retired as the attempt ended, before Trainer marked it Failed: nothing can run
             # it again (which of the two comes first is a matter of timing)
             seen["retiredFirst"] = True
-        world.records.request_cancel(other, "test", "done")
+        helper_records.request_cancel(other, "test", "done")
 
     helper = world.when(ended, rerun)
     asyncio.run(world.supervise(timeout=120))
     helper.join()
+    helper_records.close()
     record = world.records.get_job(failing)
     assert (record.state, record.cause) == (State.FAILED, Cause.APP_ERROR)
     [attempt] = world.records.attempts(failing)

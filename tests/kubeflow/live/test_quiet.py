@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from dispatch import aio
 from dispatch.adapters.kubeflow.api.client import Connection
 from dispatch.adapters.kubeflow.api.kinds import (
     CORE_EVENTS,
@@ -28,7 +29,7 @@ from dispatch.adapters.kubeflow.api.kinds import (
     WatchedKind,
 )
 from dispatch.adapters.kubeflow.causes.podgroups import COSCHEDULING_LABEL
-from dispatch.adapters.kubeflow.live import catchup, lag, streams
+from dispatch.adapters.kubeflow.live import catchup, streams
 from dispatch.adapters.kubeflow.live.attribution import TRAINJOB_NAME, TrainJobRef
 from dispatch.adapters.kubeflow.live.capture import Capture
 from dispatch.adapters.kubeflow.live.catchup import QUIET
@@ -123,9 +124,9 @@ def test_streams_do_not_look_quiet_while_the_loop_runs_late(tmp_path: Path) -> N
         emu.create(event("e-1"))
 
         async def body(capture: Capture, clock: ManualClock) -> None:
-            await asyncio.sleep(2 * lag.BEAT)
+            await asyncio.sleep(2 * aio.BEAT)
             time.sleep(0.5)  # the loop is blocked, as by a long decode: the next beat is late
-            await asyncio.sleep(lag.BEAT)
+            await asyncio.sleep(aio.BEAT)
             assert capture.loop_lag.lag >= 0.2  # (0.45 s late, faded by a few beats at most)
             target = await only_the_nodes_move(emu, capture)
             since = clock.now()

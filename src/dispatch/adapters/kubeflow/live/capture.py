@@ -12,7 +12,7 @@ their module docstrings), which tests drive through their own public calls:
 * ``catch_up`` (``catchup.CatchUp``): ``position``/``caught_up``, proving quiet streams caught
   up with a list of metadata instead of waiting for them, for the waiting TrainJobs alone
   where the labels allow;
-* ``loop_lag`` (``lag.LoopLag``): how late the event loop runs, so a busy loop is not taken
+* ``loop_lag`` (``dispatch.aio.LoopLag``): how late the event loop runs, so a busy loop is not taken
   for quiet streams.
 
 ``changed`` is set whenever a record is filed, a check ends, or a catch-up wait ends: an
@@ -29,9 +29,9 @@ from dispatch.adapters.kubeflow.api.client import Connection
 from dispatch.adapters.kubeflow.api.kinds import WatchedKind, watched_kinds
 from dispatch.adapters.kubeflow.live.attribution import Attribution, TrainJobRef
 from dispatch.adapters.kubeflow.live.catchup import CatchUp
-from dispatch.adapters.kubeflow.live.lag import LoopLag
 from dispatch.adapters.kubeflow.live.ledger import Ledger
 from dispatch.adapters.kubeflow.live.streams import Sleep, Streams
+from dispatch.aio import LoopLag
 from dispatch.clock import Clock
 from dispatch.model import Evidence
 

@@ -37,7 +37,7 @@ delivering are left to it.
   longer than ``MAX_SELECTOR`` is sent in parts (``MAX_PARTS`` lists at most per check, the
   TrainJobs that waited first first; the others wait for the stream's next check).
 * **A busy loop is not a quiet stream**: each wait above (``QUIET``) is lengthened by the
-  lateness of the event loop in the last second or so (``lag.LoopLag``), so checks are not
+  lateness of the event loop in the last second or so (``dispatch.aio.LoopLag``), so checks are not
   made, and do not add their own load, just because the supervisor fell behind.
 * ``changed`` (the event given) is set when a check ends and when a wait above ends
   (``QUIET``, a check's pause): an outcome waiting on the streams is judged again at that
@@ -53,12 +53,11 @@ from collections.abc import Mapping
 from dispatch.adapters.kubeflow.api.kinds import NAME, POD_GROUPS, UID, WORKLOADS, WatchedKind
 from dispatch.adapters.kubeflow.api.listwatch import list_pages
 from dispatch.adapters.kubeflow.live.attribution import TrainJobRef
-from dispatch.adapters.kubeflow.live.lag import LoopLag
 from dispatch.adapters.kubeflow.live.laststate import version_of
 from dispatch.adapters.kubeflow.live.ledger import Ledger
 from dispatch.adapters.kubeflow.live.streams import Stream, Streams, key_of
 from dispatch.adapters.kubeflow.objects import dig, text_of
-from dispatch.aio import stop
+from dispatch.aio import LoopLag, stop
 from dispatch.clock import Clock
 from dispatch.log import logger
 from dispatch.model import TransientError
