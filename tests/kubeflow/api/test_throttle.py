@@ -12,8 +12,10 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import pytest
+import yaml
 
 pytest.importorskip("kubernetes_asyncio")
 
@@ -407,3 +409,79 @@ def test_an_open_watch_keeps_no_slot(emu: Emulator) -> None:
     throttle = with_session(emu, body, max_in_flight=2)
     assert throttle.stats.sent == 4
     assert throttle.stats.peak_in_flight <= 2
+
+
+# --- the proxy, chosen once -------------------------------------------------------------------
+
+
+class Relay:
+    """A loopback HTTP forward proxy: each connection is piped to the emulator unchanged (an
+    HTTP/1.1 server takes the absolute-form request line a client sends to its proxy)."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.connections = 0
+        self.lines: list[bytes] = []
+        self.server: asyncio.AbstractServer | None = None
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        upstream_reader, upstream_writer = await asyncio.open_connection(*self.target)
+        first = await reader.readline()
+        self.lines.append(first)
+        upstream_writer.write(first)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError):
+                while chunk := await src.read(65536):
+                    dst.write(chunk)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+
+@pytest.mark.parametrize("bypassed", [False, True])
+def test_the_proxy_of_the_environment_is_chosen_once_and_no_proxy_honoured(
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch, bypassed: bool
+) -> None:
+    """As client-go: ``HTTP(S)_PROXY`` and ``NO_PROXY`` are read when the client is made (not
+    in a thread at every request, with ``~/.netrc`` read each time), and honoured."""
+    config = yaml.safe_load(Path(emu.kubeconfig).read_text())
+    server = urlsplit(config["clusters"][0]["cluster"]["server"])
+    assert server.scheme == "http" and server.hostname and server.port
+
+    async def scenario() -> tuple[int, list[bytes], bool]:
+        relay = Relay((server.hostname, server.port))
+        async with relay as proxy:
+            for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
+                monkeypatch.setenv(name, proxy)
+            monkeypatch.setenv("NO_PROXY", "127.0.0.1" if bypassed else "")
+            monkeypatch.delenv("no_proxy", raising=False)
+            connection = Connection(emu.kubeconfig)
+            async with connection.session() as session:
+                for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
+                    monkeypatch.delenv(name)  # read once: later requests need it no more
+                await session.create(TRAINJOBS, trainjob("via"), NS)
+                assert await session.get(TRAINJOBS, "via", NS) is not None
+                trusts = session.api.rest_client.pool_manager.trust_env
+            await connection.aclose()
+            return relay.connections, relay.lines, trusts
+
+    connections, lines, trusts = asyncio.run(scenario())
+    assert trusts is False
+    assert stored(emu, "via") == ["via"]
+    if bypassed:
+        assert connections == 0
+    else:
+        assert connections >= 1
+        assert lines[0].startswith(b"POST http://") and b"/trainjobs" in lines[0]
