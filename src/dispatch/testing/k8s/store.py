@@ -321,7 +321,7 @@ class Store:
         given away (a request's own decoded body: stored as it is, not copied; the caller
         never touches it again); ``copy`` False: the answer is the stored object itself,
         read-only (for callers that only read or serialize it; copying every answer was the
-        emulator's largest cost; an apply's answer is always a copy)."""
+        emulator's largest cost)."""
         stype = self._storage(rtype)
         check_kind(rtype, body)
         obj = to_storage(rtype, stype, body if owned else clone(body))
