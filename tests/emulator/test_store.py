@@ -110,6 +110,17 @@ def test_orphan_and_dangling_owner_references() -> None:
             )
             with pytest.raises(ApiError):
                 store.get(cm, "default", "dangling")
+            # so is one whose only owner reference, added by a patch, names an absent uid
+            store.create(cm, "default", {"metadata": {"name": "late"}})
+            store.patch(
+                cm,
+                "default",
+                "late",
+                "application/merge-patch+json",
+                {"metadata": {"ownerReferences": [ref]}},
+            )
+            with pytest.raises(ApiError):
+                store.get(cm, "default", "late")
 
     asyncio.run(scenario())
 

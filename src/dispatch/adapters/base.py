@@ -13,8 +13,8 @@ iterator); none blocks the event loop. Errors raised are from ``dispatch.model.e
 Third-party exceptions never escape an adapter.
 
 Optional features are named Protocols below, each detected with ``isinstance`` (never with
-``getattr``): ``OutputReader``, ``IdentityWeakener``, ``Holder``, ``HeldStarter`` and
-``EvidenceSeeder``. The conformance suite checks each feature an adapter has.
+``getattr``): ``OutputReader``, ``IdentityWeakener``, ``Holder``, ``HeldStarter``,
+``EvidenceSeeder``, ``LateEvidence`` and ``Draining``. The conformance suite checks each feature an adapter has.
 """
 
 from __future__ import annotations
@@ -197,4 +197,16 @@ class LateEvidence(Protocol):
         """(job id, attempt, records) found since the last call; drained. Never blocks and
         never raises. The records add to the attempt's evidence; they never change its
         outcome."""
+        ...
+
+
+@runtime_checkable
+class Draining(Protocol):
+    """Optional: adapters that finish some of a call's work in the background after the call
+    returned (the Kubeflow adapter makes each runtime copy owned by its TrainJob so)."""
+
+    async def drain(self) -> None:
+        """Wait until the work started on the running event loop is done, for a bounded time
+        (what is left is found again later, by the adapter's own means). Never raises but
+        for the caller's cancellation."""
         ...

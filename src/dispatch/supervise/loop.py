@@ -20,7 +20,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Collection
 
-from dispatch.adapters.base import Adapter, EvidenceSeeder, LateEvidence
+from dispatch.adapters.base import Adapter, Draining, EvidenceSeeder, LateEvidence
 from dispatch.aio import LoopLag, first_of, stop
 from dispatch.clock import Clock
 from dispatch.log import logger
@@ -206,8 +206,17 @@ class Supervisor:
 
     async def step(self, only: Collection[str] | None = None) -> StepReport:
         """One pass: reconcile (first pass only), then one tick for every open job (with
-        ``only``: for the open jobs among those, and any job created since the last pass)."""
-        return await self._pass(only, watched=False)
+        ``only``: for the open jobs among those, and any job created since the last pass).
+        Before it returns, the adapters finish what they do in the background (``Draining``),
+        so a process that steps once and exits leaves nothing half done."""
+        report = await self._pass(only, watched=False)
+        await self._drain()
+        return report
+
+    async def _drain(self) -> None:
+        for adapter in list(self._adapters.values()):
+            if isinstance(adapter, Draining):
+                await adapter.drain()
 
     async def _pass(
         self, only: Collection[str] | None, *, watched: bool, look: bool = True
@@ -584,6 +593,7 @@ class Supervisor:
                 waits = [until for until in self._waits.values() if until > now]
                 await self._pause(stop, min([full_at + self.poll_interval, *waits]) - now)
         finally:
+            await self._drain()
             await self._lag.close()
             await self.watcher.close()
 

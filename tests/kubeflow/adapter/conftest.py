@@ -15,7 +15,7 @@ pytest.importorskip("kubernetes_asyncio")
 from dispatch.adapters.base import AdapterContext
 from dispatch.adapters.kubeflow import KubeflowAdapter
 from dispatch.config import ClusterConfig as DispatchCluster
-from dispatch.model import Job, JobSpec, parse_spec
+from dispatch.model import AttemptHandle, Job, JobSpec, parse_spec
 from dispatch.testing.k8s import ClusterConfig, Emulator
 from tests.conftest import EXAMPLES
 
@@ -25,6 +25,16 @@ NAMESPACE = "ml-team"
 RUNTIMES = EXAMPLES / "kubeflow" / "runtimes"
 JOBS = EXAMPLES / "kubeflow" / "jobs"
 JOB_ID_SUFFIX = "x7k2p"
+
+
+async def start_drained(
+    adapter: KubeflowAdapter, job: Job, attempt: int, *, held: bool = False
+) -> AttemptHandle:
+    """``start``, then ``drain`` on the same event loop, as a supervisor's step does: the
+    patch making the runtime copy owned by its TrainJob has been sent."""
+    handle = await adapter.start(job, attempt, held=held)
+    await adapter.drain()
+    return handle
 
 
 def run(coro: Coroutine[Any, Any, T], timeout: float = 60) -> T:

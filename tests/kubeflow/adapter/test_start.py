@@ -26,6 +26,7 @@ from .conftest import (
     names,
     patch,
     run,
+    start_drained,
     stored,
 )
 
@@ -60,7 +61,7 @@ def test_start_creates_the_copy_and_the_trainjob_with_every_field(
     plan = run(adapter.plan(job, 1))
     assert plan.accepted, plan.capabilities.refusals
     planned = {a.kind: a.content for a in plan.artifacts}
-    handle = run(adapter.start(job, 1))
+    handle = run(start_drained(adapter, job, 1))
     name = "torch-ddp-x7k2p-1"
     assert (handle.native, handle.data["namespace"]) == (name, NAMESPACE)
 
@@ -74,6 +75,9 @@ def test_start_creates_the_copy_and_the_trainjob_with_every_field(
         "managedBy": DEFAULT_MANAGER,
     }
     assert copy["spec"] == planned["TrainingRuntime"]["spec"]
+    # created waiting for its owner; the patch that made it owned removed the label
+    assert planned["TrainingRuntime"]["metadata"]["labels"]["dispatch.dev/owner-pending"] == "true"
+    assert "dispatch.dev/owner-pending" not in copy["metadata"]["labels"]
     meta = trainjob["metadata"]
     assert (meta["name"], meta["namespace"]) == (name, NAMESPACE)
     assert meta["labels"] == {
@@ -137,7 +141,7 @@ def test_start_creates_the_copy_and_the_trainjob_with_every_field(
         }
     ]
     assert handle.data["uid"] == meta["uid"]
-    assert handle.data["runtimeCopyOwned"] is True
+    assert handle.data["runtimeCopyOwned"] is False  # not when start returned: just after
 
 
 def test_a_held_job_is_created_suspended(emulator: Emulator, make_adapter: AdapterFactory) -> None:

@@ -111,6 +111,7 @@ def test_the_copy_is_lossless_and_named_for_the_trainjob() -> None:
 def test_the_owner_reference_patch() -> None:
     assert build.owner_reference_patch("train-ab12c-1", "uid-7") == {
         "metadata": {
+            "labels": {"dispatch.dev/owner-pending": None},  # merge patch: removed
             "ownerReferences": [
                 {
                     "apiVersion": "trainer.kubeflow.org/v1alpha1",
@@ -118,7 +119,7 @@ def test_the_owner_reference_patch() -> None:
                     "name": "train-ab12c-1",
                     "uid": "uid-7",
                 }
-            ]
+            ],
         }
     }
 

@@ -8,8 +8,11 @@ Differences from the SPI's general guarantees (``dispatch.adapters.base``):
   only in ``plan`` and ``start`` (spec/kubeflow-adapter.md, sections 1 and 2).
 * ``start(job, attempt, held=False)`` adopts the attempt's TrainJob when it exists (even if
   the job would be refused now); otherwise it plans, creates the runtime copy, then the
-  TrainJob (suspended when ``held``), then makes the copy owned by the TrainJob; see
-  ``api/submit.py`` for adoption and clean-up. ``plan`` takes the same ``held``.
+  TrainJob (suspended when ``held``), and returns; the patch making the copy owned by the
+  TrainJob is sent in the background, and a copy a crash left unowned is found by the sweep
+  of the next start or watch in its namespace (``api/owners.py``); see ``api/submit.py`` for
+  adoption and clean-up. ``plan`` takes the same ``held``. ``aclose`` waits up to
+  ``OWNERS_DRAIN`` seconds for the patches still owed.
 * ``cancel`` writes ``dispatch.dev/cancelled-by`` / ``dispatch.dev/cancel-reason`` on the
   TrainJob, then deletes it with *foreground* propagation: the TrainJob (annotated, so read as
   cancelled) stays visible until its JobSet and pods are gone, and takes the runtime copy with
@@ -38,6 +41,8 @@ Differences from the SPI's general guarantees (``dispatch.adapters.base``):
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
@@ -46,6 +51,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dispatch.adapters.base import AdapterContext
+from dispatch.adapters.kubeflow.api import owners as owners_api
 from dispatch.adapters.kubeflow.api import submit
 from dispatch.adapters.kubeflow.api.client import (
     REQUEST_TIMEOUT,
@@ -56,6 +62,7 @@ from dispatch.adapters.kubeflow.api.client import (
 )
 from dispatch.adapters.kubeflow.api.credentials import SERVICE_ACCOUNT, default_namespace, locate
 from dispatch.adapters.kubeflow.api.errors import ApiRejected, Conflict
+from dispatch.adapters.kubeflow.api.owners import CopyOwners
 from dispatch.adapters.kubeflow.api.probe import ClusterFacts, answers, probe, refusals
 from dispatch.adapters.kubeflow.api.secret import with_secret_values
 from dispatch.adapters.kubeflow.api.throttle import submitting
@@ -112,6 +119,9 @@ from dispatch.model.identity import ENV_ATTEMPT, ENV_JOB
 RuntimeKey = tuple[str, str]
 #: seconds one read of a runtime serves the starts that need it (``_shared_runtime``)
 RUNTIME_FRESH = 2.0
+
+#: real seconds ``aclose`` waits for the owner patches still owed (``api/owners.py``)
+OWNERS_DRAIN = 10.0
 
 #: ended attempts remembered as delivered with their last output (a restarted watch repeats
 #: their ends while the supervisor has not recorded them yet: not read again)
@@ -175,6 +185,10 @@ class KubeflowAdapter:
         self._sleep = sleep
         self._capture: Capture | None = None
         self._capture_loop: asyncio.AbstractEventLoop | None = None
+        #: the owner patches of runtime copies, and the namespaces swept, on one event loop
+        self._owners: CopyOwners | None = None
+        self._owners_loop: asyncio.AbstractEventLoop | None = None
+        self._sweeps: dict[str, tuple[asyncio.Task[int], float]] = {}  # (sweep, when begun)
         self._seeded: dict[TrainJobRef, list[Evidence]] = {}
         self._cancelled: dict[TrainJobRef, str] = {}  # who cancelled, through this adapter
         #: the uid each followed TrainJob had when dispatch created it (``live/identity.py``)
@@ -345,6 +359,7 @@ class KubeflowAdapter:
         created, so the attempt's objects are recorded from their first state."""
         name = trainjob_name(job.id, attempt)
         self.capture().cover([self.namespace])
+        self._sweep_copies(self.namespace)
         with submitting():  # following requests go first (``api.throttle``)
             return await self._start(job, attempt, name, held)
 
@@ -369,6 +384,8 @@ class KubeflowAdapter:
         # attempt judges it at once instead of reading it, its JobSet and its lists again
         # (``live.watching.Lookups``) for the milliseconds its event takes.
         self.capture().seen(created.trainjob)
+        if not created.copy_owned and created.copy_uid:
+            self.copy_owners().owe(self.namespace, created.name, created.uid, created.copy_uid)
         return AttemptHandle(
             job_id=job.id,
             attempt=attempt,
@@ -414,11 +431,47 @@ class KubeflowAdapter:
                 self._capture.seed(ref, records)
         return self._capture
 
+    def copy_owners(self) -> CopyOwners:
+        """The owner patches of the runtime copies started on the running event loop."""
+        loop = asyncio.get_running_loop()
+        if self._owners is None or self._owners_loop is not loop:
+            self._owners, self._owners_loop = CopyOwners(self.connection, sleep=self._sleep), loop
+            self._sweeps = {}
+        return self._owners
+
+    def _sweep_copies(self, namespace: str) -> None:
+        """Sweep ``namespace`` for copies left unowned (``api/owners.py``) in the background:
+        once per event loop, again after a sweep that failed, and again (``RESWEEP_AFTER``
+        seconds after the last at the soonest) once patches were left there."""
+        owners = self.copy_owners()
+        task, began = self._sweeps.get(namespace, (None, -math.inf))
+        if task is not None and not task.done():
+            return
+        now = self.context.clock.now()
+        failed = task is not None and (task.cancelled() or task.exception() is not None)
+        again = namespace in owners.unswept and now - began >= owners_api.RESWEEP_AFTER
+        if task is None or failed or again:
+            sweep = asyncio.ensure_future(owners.sweep(namespace))
+            sweep.add_done_callback(_sweep_failed)
+            self._sweeps[namespace] = (sweep, now)
+
+    async def drain(self) -> None:
+        """``Draining``: wait up to ``OWNERS_DRAIN`` seconds for the owner patches owed on
+        this event loop (a copy left unowned is found by a later sweep)."""
+        if self._owners is not None and self._owners_loop is asyncio.get_running_loop():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._owners.drain(), OWNERS_DRAIN)
+
     async def aclose(self) -> None:
         """Stop the evidence streams and close this loop's API client (both also end with
-        their event loop), and the last-output reads under way."""
+        their event loop), and the last-output reads under way; first ``drain``."""
         await stop(*self._reading.values())
         self._reading.clear()
+        await self.drain()
+        if self._owners is not None and self._owners_loop is asyncio.get_running_loop():
+            await stop(*(sweep for sweep, _ in self._sweeps.values()), also=(Exception,))
+            await self._owners.close()
+            self._owners, self._sweeps = None, {}
         if self._capture is not None:
             await self._capture.close()
             self._capture = None
@@ -490,6 +543,8 @@ class KubeflowAdapter:
         not run again are deleted meanwhile (``verdict``). The requests an observation needs
         first (a failed attempt's last output, a started mark) are made beside the stream
         (``alongside``): one attempt's read holds back no other attempt's observation."""
+        for namespace in {self._namespace_of(h) for h in handles}:
+            self._sweep_copies(namespace)
         observations = watch_attempts(
             self.capture(),
             self._verdicts,
@@ -732,6 +787,13 @@ class KubeflowAdapter:
                 )
             except Conflict as exc:  # replaced meanwhile: the next observation says so
                 log.warning("TrainJob %s: not deleted, it was replaced (%s)", handle.native, exc)
+
+
+def _sweep_failed(task: asyncio.Task[int]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.info(
+            "runtime copies not swept (%s); the next start or watch tries again", task.exception()
+        )
 
 
 async def _nothing_after(request: Callable[[], Awaitable[None]]) -> tuple[Evidence, ...]:

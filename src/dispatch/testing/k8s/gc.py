@@ -12,7 +12,9 @@ Mirrors the API server's deletion path and the garbage-collector controller:
   the foreground; the finalizer is removed when no dependent with ``blockOwnerDeletion`` is left.
 - ``Orphan``: the owner gets finalizer ``orphan``; the references to it are removed from its
   dependents, then the finalizer.
-- An object created with owner references that all point to absent uids is collected.
+- An object created, or updated, with owner references that all point to absent uids is
+  collected (the real collector adds a "virtual" node for an owner it has not seen, finds it
+  absent with a live read, and deletes its dependents that have no other owner).
 - Deleting a namespace marks it ``Terminating``, deletes its contents and removes it once empty.
 
 Work is queued and drained at the end of each store operation, so the resulting watch events
@@ -108,14 +110,19 @@ class GarbageCollector:
         return new, False
 
     def created(self, obj: JsonObj) -> None:
-        owners = owner_uids(obj)
-        if owners and all(self._store.find_uid(o) is None for o in owners):
-            uid = obj["metadata"]["uid"]
-            self._queue.append(lambda: self._delete_uid(uid, "Background"))
+        self._collect_if_orphaned(obj)
 
     def updated(self, obj: JsonObj) -> None:
         for owner in owner_uids(obj):
             self._queue.append(partial(self._check_owner, owner))
+        self._collect_if_orphaned(obj)
+
+    def _collect_if_orphaned(self, obj: JsonObj) -> None:
+        """Queue the deletion of ``obj`` when every owner it names is absent."""
+        owners = owner_uids(obj)
+        if owners and all(self._store.find_uid(o) is None for o in owners):
+            uid = obj["metadata"]["uid"]
+            self._queue.append(lambda: self._delete_uid(uid, "Background"))
 
     def removed(self, obj: JsonObj) -> None:
         m = obj["metadata"]

@@ -86,8 +86,12 @@ VERB_CHECKS: tuple[VerbCheck, ...] = (
         "the attempt's runtime copy",
         for_start=True,
     ),
-    # a copy that no TrainJob owns (a refused or failed start) is removed
+    # a copy that no TrainJob owns (a refused or failed start) is removed; the copies a crash
+    # left waiting for their owner reference are listed by label (api/owners.py)
     *_verbs(TRAINER_GROUP, "trainingruntimes", "delete", "remove an unowned runtime copy"),
+    *_verbs(
+        TRAINER_GROUP, "trainingruntimes", "list", "find the copies a crash left without owner"
+    ),
     # the ClusterTrainingRuntime a job names is read at every plan and start
     *_verbs(
         TRAINER_GROUP,

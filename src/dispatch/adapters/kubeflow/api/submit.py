@@ -3,9 +3,14 @@
 ``create_attempt(session, plan, job, attempt, namespace)`` carries out an accepted plan
 (spec/kubeflow-adapter.md, section 2):
 
-1. create the runtime copy (a ``TrainingRuntime`` named like the TrainJob);
-2. create the TrainJob running on it;
-3. make the copy owned by the TrainJob, so deleting the TrainJob removes the copy.
+1. create the runtime copy (a ``TrainingRuntime`` named like the TrainJob), labelled
+   ``dispatch.dev/owner-pending``;
+2. create the TrainJob running on it.
+
+The third step, making the copy owned by the TrainJob so that deleting the TrainJob removes
+the copy, is the caller's to send once ``create_attempt`` has returned (``api/owners.py``:
+in the background, crash-safe through that label); ``Created.copy_owned`` says whether the
+copy was owned already (an adopted attempt's).
 
 An ``AlreadyExists`` on either object is resolved by reading it: it is adopted when its labels
 name the same job and attempt, otherwise the attempt is refused (rule ``name-taken``), naming
@@ -45,7 +50,6 @@ from dispatch.adapters.kubeflow.planning.trainjob import (
     LABEL_ATTEMPT,
     LABEL_JOB,
     identity_labels,
-    owner_reference_patch,
 )
 from dispatch.model import Forbidden, Job, Plan, Reason, Unsupported
 
@@ -65,6 +69,8 @@ class Created:
     copy_owned: bool
     #: the TrainJob as the API server answered its creation (or as read, when adopted)
     trainjob: Mapping[str, Any] = field(repr=False, compare=False)
+    #: the runtime copy's uid as created or read ("" when unknown)
+    copy_uid: str = ""
 
 
 def _owned_by_attempt(obj: Mapping[str, Any], job: Job, attempt: int) -> bool:
@@ -125,38 +131,34 @@ def _pruned(sent: Mapping[str, Any], stored: Mapping[str, Any]) -> list[str]:
     return [field for field in _PRUNABLE if field in spec and field not in kept]
 
 
-async def _own_copy(
-    session: Session, copy: Mapping[str, Any], name: str, uid: str, namespace: str
-) -> bool:
-    """Make the copy owned by the TrainJob ``uid``; False when the server refuses for good."""
-    owners = dig(copy, "metadata", "ownerReferences") or []
-    if any(isinstance(o, Mapping) and o.get("uid") == uid for o in owners):
-        return True
-    copy_uid = text_of(dig(copy, "metadata", "uid")) or None
-    try:  # the copy as read (its uid): one replaced under its name meanwhile is refused
-        await session.merge_patch(
-            TRAINING_RUNTIMES, name, owner_reference_patch(name, uid), namespace, uid=copy_uid
-        )
-    except (ApiRejected, Forbidden):
-        return False  # the TrainJob runs; only the clean-up of the copy is lost
-    return True
+def _owned_by(copy: Mapping[str, Any] | None, uid: str) -> bool:
+    """Whether the runtime copy is owned by the TrainJob ``uid`` already."""
+    owners = dig(copy, "metadata", "ownerReferences") if copy is not None else None
+    return any(isinstance(o, Mapping) and o.get("uid") == uid for o in owners or [])
 
 
 async def adopt_existing(
     session: Session, name: str, job: Job, attempt: int, namespace: str
 ) -> Created | None:
-    """The attempt's TrainJob when it already exists (its copy made owned), else None."""
+    """The attempt's TrainJob when it already exists, else None. ``copy_uid`` is set when its
+    copy exists for the attempt, ``copy_owned`` when that copy is owned by it already."""
     trainjob = await session.get(TRAINJOBS, name, namespace)
     if trainjob is None or not _owned_by_attempt(trainjob, job, attempt):
         return None
     uid = str(trainjob["metadata"]["uid"])
     copy = await session.get(TRAINING_RUNTIMES, name, namespace)
-    owned = False
-    if copy is not None and _owned_by_attempt(copy, job, attempt):
-        owned = await _own_copy(session, copy, name, uid, namespace)
+    if copy is not None and not _owned_by_attempt(copy, job, attempt):
+        copy = None
     if job.spec.secret_env:
         await own_secret(session, name, uid, namespace)
-    return Created(name=name, uid=uid, adopted=True, copy_owned=owned, trainjob=trainjob)
+    return Created(
+        name=name,
+        uid=uid,
+        adopted=True,
+        copy_owned=_owned_by(copy, uid),
+        copy_uid=text_of(dig(copy, "metadata", "uid")) if copy is not None else "",
+        trainjob=trainjob,
+    )
 
 
 async def discard_copy(session: Session, name: str, job: Job, attempt: int, namespace: str) -> None:
@@ -187,7 +189,7 @@ async def create_attempt(
     secret = by_kind.get(SECRET_KIND)
     if isinstance(secret, Mapping):  # first, so the pods find it (api/secret.py)
         await create_secret(session, secret, job, attempt, namespace, cluster)
-    copy, _ = await _create_or_adopt(
+    copy, copy_adopted = await _create_or_adopt(
         session, TRAINING_RUNTIMES, copy_body, job, attempt, namespace, cluster
     )
     try:
@@ -219,7 +221,10 @@ async def create_attempt(
             ],
             cluster=cluster,
         )
-    owned = await _own_copy(session, copy, name, uid, namespace)
+    owned = copy_adopted and _owned_by(copy, uid)
     if job.spec.secret_env:
         await own_secret(session, name, uid, namespace)
-    return Created(name=name, uid=uid, adopted=adopted, copy_owned=owned, trainjob=trainjob)
+    copy_uid = text_of(dig(copy, "metadata", "uid"))
+    return Created(
+        name=name, uid=uid, adopted=adopted, copy_owned=owned, copy_uid=copy_uid, trainjob=trainjob
+    )

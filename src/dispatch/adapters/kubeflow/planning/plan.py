@@ -24,6 +24,7 @@ from dispatch.adapters.kubeflow.planning.rules import NOT_FOUND, RuntimeVerdict,
 from dispatch.adapters.kubeflow.planning.settings import KubeflowSettings
 from dispatch.adapters.kubeflow.planning.stored import default_runtime, default_trainjob
 from dispatch.adapters.kubeflow.planning.trainjob import (
+    LABEL_OWNER_PENDING,
     LABEL_RUNTIME,
     LABEL_RUNTIME_COPY,
     MIN_TRAINER_VERSION,
@@ -94,7 +95,7 @@ def plan_objects(
             runtime_raw,
             name=name,
             namespace=namespace,
-            labels={**labels, LABEL_RUNTIME_COPY: chosen},
+            labels={**labels, LABEL_RUNTIME_COPY: chosen, LABEL_OWNER_PENDING: "true"},
             annotations=annotations,
         )
         trainjob = trainjob_manifest(

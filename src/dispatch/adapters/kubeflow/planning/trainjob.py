@@ -9,7 +9,8 @@ create. Two objects per attempt, both named ``trainjob_name(job.id, attempt)``:
 * the ``TrainJob`` running on that copy, built through the ``kubeflow-trainer-api`` models,
   which check every field name against Trainer's v1alpha1 API (runtimePatches: Trainer >= 2.2).
 
-After the TrainJob exists, ``owner_reference_patch`` makes the copy belong to it.
+The copy is created labelled ``dispatch.dev/owner-pending``; after the TrainJob exists,
+``owner_reference_patch`` makes the copy belong to it and removes the label.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ LABEL_QUEUE = "kueue.x-k8s.io/queue-name"
 LABEL_RUNTIME = "dispatch.dev/runtime"
 #: on the runtime copy: the runtime it copies, so tools can hide copies from a runtime list
 LABEL_RUNTIME_COPY = "dispatch.dev/runtime-copy-of"
+#: on the runtime copy until it is owned by its TrainJob (``api/owners.py``): the copies a
+#: crash left without an owner are found by it (``kubectl get trainingruntimes -l ...``)
+LABEL_OWNER_PENDING = "dispatch.dev/owner-pending"
 ANNOTATION_WEAKENED = "dispatch.dev/weakened-identity"
 ANNOTATION_SPEC_HASH = "dispatch.dev/spec-hash"
 ANNOTATION_RUNTIME = "dispatch.dev/runtime"
@@ -139,16 +143,18 @@ def runtime_copy(
 
 
 def owner_reference_patch(trainjob: str, uid: str) -> dict[str, Any]:
-    """A merge patch making the runtime copy owned by the TrainJob (deleted with it).
+    """A merge patch making the runtime copy owned by the TrainJob (deleted with it), and
+    removing its ``dispatch.dev/owner-pending`` label.
 
     ``blockOwnerDeletion`` is left out on purpose: setting it needs permission to update the
     TrainJob's finalizers, which the adapter does not otherwise need.
     """
     return {
         "metadata": {
+            "labels": {LABEL_OWNER_PENDING: None},
             "ownerReferences": [
                 {"apiVersion": API_VERSION, "kind": "TrainJob", "name": trainjob, "uid": uid}
-            ]
+            ],
         }
     }
 
