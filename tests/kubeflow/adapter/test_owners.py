@@ -4,6 +4,10 @@ in the background, retried, crash-safe through the ``dispatch.dev/owner-pending`
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -205,3 +209,75 @@ def test_many_starts_owe_their_patches_to_a_few_workers(
     copies = stored(emulator, "TrainingRuntime")
     assert len(copies) == 12
     assert all(c["metadata"].get("ownerReferences") for c in copies)
+
+
+def test_a_denied_sweep_is_not_made_again_at_every_start(
+    emulator: Emulator,
+    make_adapter: AdapterFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without list on trainingruntimes the sweep cannot run: it is said once, and starts do
+    not pay a refused list each."""
+    monkeypatch.setattr(owners, "RESWEEP_AFTER", 0.0)
+    emulator.faults.add(FaultRule(verb="list", resource="trainingruntimes", status=403))
+    adapter = make_adapter()
+    jobs = [job_of(example_spec("torch", name=f"torch-{i}")) for i in range(3)]
+
+    async def scenario() -> None:
+        for job in jobs:
+            await start_drained(adapter, job, 1)
+            await asyncio.wait([adapter._sweeps[NAMESPACE][0]])
+
+    run(scenario())
+    assert emulator.requests().count("list", "trainingruntimes") == 1
+    assert "grant list on trainingruntimes" in caplog.text
+    assert all(c["metadata"].get("ownerReferences") for c in stored(emulator, "TrainingRuntime"))
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kubectl_finds_what_a_crash_left_and_deletes_the_copy_with_its_trainjob(
+    emulator: Emulator, make_adapter: AdapterFactory, tmp_path: Path
+) -> None:
+    """What an operator would type (docs): the label selector finds the copies waiting for
+    their owner; once owned, deleting the TrainJob with kubectl takes the copy along."""
+
+    def kubectl(*args: str) -> str:
+        env = {"KUBECONFIG": str(emulator.kubeconfig), "HOME": str(tmp_path)}
+        env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
+        done = subprocess.run(
+            ["kubectl", "-n", NAMESPACE, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    job = job_of(example_spec("torch"))
+    handle = _crashed_after_start(make_adapter(), job)
+    pending = kubectl("get", "trainingruntimes", "-l", LABEL_OWNER_PENDING, "-o", "name")
+    assert pending == f"trainingruntime.trainer.kubeflow.org/{handle.native}"
+
+    adapter = make_adapter()
+
+    async def sweep() -> None:
+        await adapter.copy_owners().sweep(NAMESPACE)
+        await adapter.drain()
+
+    run(sweep())
+    assert kubectl("get", "trainingruntimes", "-l", LABEL_OWNER_PENDING, "-o", "name") == ""
+    owner = kubectl(
+        "get",
+        "trainingruntime",
+        handle.native,
+        "-o",
+        "jsonpath={.metadata.ownerReferences[0].kind}",
+    )
+    assert owner == "TrainJob"
+    kubectl("delete", "trainjob", handle.native, "--wait=true")
+    assert (
+        kubectl("get", "trainingruntimes", "-l", f"dispatch.dev/job={job.id}", "-o", "name") == ""
+    )

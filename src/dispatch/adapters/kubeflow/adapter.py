@@ -441,16 +441,19 @@ class KubeflowAdapter:
 
     def _sweep_copies(self, namespace: str) -> None:
         """Sweep ``namespace`` for copies left unowned (``api/owners.py``) in the background:
-        once per event loop, again after a sweep that failed, and again (``RESWEEP_AFTER``
-        seconds after the last at the soonest) once patches were left there."""
+        once per event loop, and again, ``RESWEEP_AFTER`` seconds after the last at the
+        soonest, after a sweep that failed transiently or once patches were left there (a
+        sweep refused for good, the list denied, is not made again)."""
         owners = self.copy_owners()
         task, began = self._sweeps.get(namespace, (None, -math.inf))
         if task is not None and not task.done():
             return
         now = self.context.clock.now()
-        failed = task is not None and (task.cancelled() or task.exception() is not None)
-        again = namespace in owners.unswept and now - began >= owners_api.RESWEEP_AFTER
-        if task is None or failed or again:
+        failed = task is not None and (
+            task.cancelled() or isinstance(task.exception(), TransientError)
+        )
+        due = now - began >= owners_api.RESWEEP_AFTER
+        if task is None or (due and (failed or namespace in owners.unswept)):
             sweep = asyncio.ensure_future(owners.sweep(namespace))
             sweep.add_done_callback(_sweep_failed)
             self._sweeps[namespace] = (sweep, now)
@@ -790,9 +793,14 @@ class KubeflowAdapter:
 
 
 def _sweep_failed(task: asyncio.Task[int]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.info(
-            "runtime copies not swept (%s); the next start or watch tries again", task.exception()
+    failure = None if task.cancelled() else task.exception()
+    if isinstance(failure, TransientError):
+        log.info("runtime copies not swept (%s); a later start or watch tries again", failure)
+    elif failure is not None:
+        log.warning(
+            "runtime copies not swept (%s): copies a crash leaves without their owner reference "
+            "are not found; grant list on trainingruntimes (docs/reference/permissions.md)",
+            failure,
         )
 
 
