@@ -281,3 +281,26 @@ def test_kubectl_finds_what_a_crash_left_and_deletes_the_copy_with_its_trainjob(
     assert (
         kubectl("get", "trainingruntimes", "-l", f"dispatch.dev/job={job.id}", "-o", "name") == ""
     )
+
+
+def test_a_patch_owed_the_moment_the_last_worker_ends_gets_a_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker that has just ended stays in the set until its done-callback runs: a patch
+    owed in between must not wait for a worker that will never come."""
+    sent: list[str] = []
+
+    async def send(self: owners.CopyOwners, owed: owners.Owed) -> None:
+        sent.append(owed[1])
+
+    monkeypatch.setattr(owners.CopyOwners, "_send", send)
+
+    async def scenario() -> None:
+        copies = owners.CopyOwners(connection=None)  # type: ignore[arg-type]  # never used
+        copies.owe(NAMESPACE, "a", "uid-a")
+        await copies.drain()  # resumes before the ended worker's callback has run
+        copies.owe(NAMESPACE, "b", "uid-b")
+        await asyncio.wait_for(copies.drain(), 5)
+
+    run(scenario())
+    assert sent == ["a", "b"]

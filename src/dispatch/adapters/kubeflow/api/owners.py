@@ -102,6 +102,8 @@ class CopyOwners:
         self._queued.add((namespace, name))
         self._owed.append((namespace, name, trainjob_uid, copy_uid))
         self._idle.clear()
+        # a worker that has just ended is still in the set until its callback runs
+        self._workers = {task for task in self._workers if not task.done()}
         while len(self._workers) < min(WORKERS, len(self._owed)):
             task = asyncio.ensure_future(self._work())
             self._workers.add(task)
