@@ -14,8 +14,11 @@ capture lengthens its catch-up waits by it, and the supervisor ticks fewer jobs 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+#: what waits a number of real seconds (``asyncio.sleep``; tests pass one of virtual time)
+Sleep = Callable[[float], Awaitable[None]]
 
 
 async def stop(

@@ -18,6 +18,28 @@ KUBECTL = shutil.which("kubectl")
 READY_TIMEOUT = 30.0
 
 
+def client_env(kubeconfig: Path, home: Path) -> dict[str, str]:
+    """An environment for a client process: ``kubeconfig``, an empty home."""
+    return {
+        "KUBECONFIG": str(kubeconfig),
+        "HOME": str(home),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    }
+
+
+def run_kubectl(kubeconfig: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """kubectl ``args`` against ``kubeconfig``, its output kept (never raises on failure)."""
+    assert KUBECTL is not None
+    return subprocess.run(
+        [KUBECTL, *args],
+        env=client_env(kubeconfig, home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def dispatch_command() -> list[str]:
     """The installed ``dispatch`` script next to this interpreter, else the module."""
     script = Path(sys.executable).with_name("dispatch")
@@ -41,22 +63,10 @@ class EmulatorProcess:
 
     def env(self, home: Path) -> dict[str, str]:
         """An environment for a client process: this kubeconfig, an empty home."""
-        return {
-            "KUBECONFIG": str(self.kubeconfig),
-            "HOME": str(home),
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        }
+        return client_env(self.kubeconfig, home)
 
     def kubectl(self, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-        assert KUBECTL is not None
-        return subprocess.run(
-            [KUBECTL, *args],
-            env=self.env(home),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        return run_kubectl(self.kubeconfig, home, *args)
 
     def stop(self, sig: int = signal.SIGINT, timeout: float = 20.0) -> int:
         if self.proc.poll() is None:

@@ -14,7 +14,8 @@ Third-party exceptions never escape an adapter.
 
 Optional features are named Protocols below, each detected with ``isinstance`` (never with
 ``getattr``): ``OutputReader``, ``IdentityWeakener``, ``Holder``, ``HeldStarter``,
-``EvidenceSeeder``, ``LateEvidence`` and ``Draining``. The conformance suite checks each feature an adapter has.
+``EvidenceSeeder``, ``LateEvidence`` and ``Draining``. The conformance suite checks each
+feature an adapter has.
 """
 
 from __future__ import annotations

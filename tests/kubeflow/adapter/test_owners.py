@@ -4,9 +4,6 @@ in the background, retried, crash-safe through the ``dispatch.dev/owner-pending`
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +14,7 @@ from dispatch.adapters.kubeflow.api import owners
 from dispatch.adapters.kubeflow.planning.trainjob import LABEL_OWNER_PENDING
 from dispatch.model import AttemptHandle, Job, OutcomeUnknown
 from dispatch.testing.k8s import Emulator, FaultRule
+from tests.emulator.emulator_process import KUBECTL, run_kubectl
 
 from .conftest import (
     NAMESPACE,
@@ -235,7 +233,7 @@ def test_a_denied_sweep_is_not_made_again_at_every_start(
     assert all(c["metadata"].get("ownerReferences") for c in stored(emulator, "TrainingRuntime"))
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 def test_kubectl_finds_what_a_crash_left_and_deletes_the_copy_with_its_trainjob(
     emulator: Emulator, make_adapter: AdapterFactory, tmp_path: Path
 ) -> None:
@@ -243,16 +241,7 @@ def test_kubectl_finds_what_a_crash_left_and_deletes_the_copy_with_its_trainjob(
     their owner; once owned, deleting the TrainJob with kubectl takes the copy along."""
 
     def kubectl(*args: str) -> str:
-        env = {"KUBECONFIG": str(emulator.kubeconfig), "HOME": str(tmp_path)}
-        env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
-        done = subprocess.run(
-            ["kubectl", "-n", NAMESPACE, *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = run_kubectl(emulator.kubeconfig, tmp_path, "-n", NAMESPACE, *args)
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 

@@ -120,7 +120,8 @@ RuntimeKey = tuple[str, str]
 #: seconds one read of a runtime serves the starts that need it (``_shared_runtime``)
 RUNTIME_FRESH = 2.0
 
-#: real seconds ``aclose`` waits for the owner patches still owed (``api/owners.py``)
+#: real seconds ``drain`` (and so ``aclose``) waits for the owner patches still owed
+#: (``api/owners.py``)
 OWNERS_DRAIN = 10.0
 
 #: ended attempts remembered as delivered with their last output (a restarted watch repeats

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from dispatch.adapters.kubeflow.api.client import (
@@ -46,15 +46,14 @@ from dispatch.adapters.kubeflow.api.client import (
 )
 from dispatch.adapters.kubeflow.api.errors import ApiRejected
 from dispatch.adapters.kubeflow.api.listwatch import list_pages
+from dispatch.adapters.kubeflow.api.submit import attempt_labels
 from dispatch.adapters.kubeflow.api.throttle import submitting
 from dispatch.adapters.kubeflow.objects import dig, text_of
 from dispatch.adapters.kubeflow.planning.trainjob import (
-    LABEL_ATTEMPT,
-    LABEL_JOB,
     LABEL_OWNER_PENDING,
     owner_reference_patch,
 )
-from dispatch.aio import stop
+from dispatch.aio import Sleep, stop
 from dispatch.log import logger
 from dispatch.model import Forbidden, NotFound, TransientError
 
@@ -70,7 +69,6 @@ RESWEEP_AFTER = 60.0
 
 #: (namespace, copy name, TrainJob uid, copy uid or "")
 Owed = tuple[str, str, str, str]
-Sleep = Callable[[float], Awaitable[None]]
 
 
 def owner_pending(obj: Mapping[str, Any]) -> bool:
@@ -109,10 +107,6 @@ class CopyOwners:
             self._workers.add(task)
             task.add_done_callback(self._worker_done)
 
-    def pending(self) -> int:
-        """Patches owed or being sent."""
-        return len(self._queued)
-
     async def drain(self) -> None:
         """Wait until every patch owed so far was sent (or given up)."""
         await self._idle.wait()
@@ -148,7 +142,8 @@ class CopyOwners:
         if not name or (namespace, name) in self._queued or not owner_pending(copy):
             return False
         trainjob = await session.get(TRAINJOBS, name, namespace)
-        if trainjob is None or not _same_attempt(copy, trainjob):
+        mine = attempt_labels(copy)
+        if trainjob is None or mine is None or attempt_labels(trainjob) != mine:
             return False  # being created, or never will be: a start adopts or removes it
         uid = text_of(dig(trainjob, "metadata", "uid"))
         if not uid:
@@ -212,12 +207,3 @@ class CopyOwners:
             else:
                 self.owned += 1
                 return
-
-
-def _same_attempt(copy: Mapping[str, Any], trainjob: Mapping[str, Any]) -> bool:
-    """Both objects carry the same dispatch job and attempt labels."""
-    mine, theirs = dig(copy, "metadata", "labels"), dig(trainjob, "metadata", "labels")
-    if not isinstance(mine, Mapping) or not isinstance(theirs, Mapping):
-        return False
-    keys = (LABEL_JOB, LABEL_ATTEMPT)
-    return all(mine.get(k) is not None and mine.get(k) == theirs.get(k) for k in keys)

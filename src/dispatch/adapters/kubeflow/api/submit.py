@@ -73,12 +73,18 @@ class Created:
     copy_uid: str = ""
 
 
-def _owned_by_attempt(obj: Mapping[str, Any], job: Job, attempt: int) -> bool:
+def attempt_labels(obj: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """The dispatch job and attempt labels of ``obj``; None when either is missing."""
     labels = dig(obj, "metadata", "labels")
     if not isinstance(labels, Mapping):
-        return False
+        return None
+    job, attempt = labels.get(LABEL_JOB), labels.get(LABEL_ATTEMPT)
+    return (job, attempt) if isinstance(job, str) and isinstance(attempt, str) else None
+
+
+def _owned_by_attempt(obj: Mapping[str, Any], job: Job, attempt: int) -> bool:
     wanted = identity_labels(job.id, attempt)
-    return all(labels.get(key) == wanted[key] for key in (LABEL_JOB, LABEL_ATTEMPT))
+    return attempt_labels(obj) == (wanted[LABEL_JOB], wanted[LABEL_ATTEMPT])
 
 
 async def _create_or_adopt(

@@ -30,8 +30,8 @@ from dispatch.adapters.kubeflow.api.kinds import WatchedKind, watched_kinds
 from dispatch.adapters.kubeflow.live.attribution import Attribution, TrainJobRef
 from dispatch.adapters.kubeflow.live.catchup import CatchUp
 from dispatch.adapters.kubeflow.live.ledger import Ledger
-from dispatch.adapters.kubeflow.live.streams import Sleep, Streams
-from dispatch.aio import LoopLag
+from dispatch.adapters.kubeflow.live.streams import Streams
+from dispatch.aio import LoopLag, Sleep
 from dispatch.clock import Clock
 from dispatch.model import Evidence
 

@@ -29,7 +29,7 @@ debug for the routine, info for a re-list, warning for a kind refused or not ser
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from dispatch.adapters.kubeflow.api.client import Connection, Gone, Session
@@ -38,7 +38,7 @@ from dispatch.adapters.kubeflow.api.listwatch import list_pages, watch_raw
 from dispatch.adapters.kubeflow.live.attribution import TrainJobRef
 from dispatch.adapters.kubeflow.live.laststate import LastStates, share, version_of
 from dispatch.adapters.kubeflow.objects import dig, text_of
-from dispatch.aio import stop
+from dispatch.aio import Sleep, stop
 from dispatch.clock import Clock
 from dispatch.log import logger
 from dispatch.model import Forbidden, NotFound, SchedulerUnavailable, TransientError
@@ -50,7 +50,6 @@ WATCH_SECONDS = 300
 #: first and longest pause (real seconds) after a failed list or watch
 BACKOFF = (0.2, 5.0)
 
-Sleep = Callable[[float], Awaitable[None]]
 #: one stream: the watched kind's name and its namespace (None: cluster-scoped)
 Stream = tuple[str, str | None]
 #: where an observed object state goes (``deleted``: its last state before deletion)
