@@ -18,6 +18,7 @@ from tests.kubeflow.causes.objects import (
     ended_conditions,
     epoch,
     event,
+    job,
     jobset,
     node,
     pod,
@@ -58,15 +59,21 @@ def crashed(
 
 
 def alive(
-    index: int, *, suffix: str = "", node_name: str | None = None, started: float = 40
+    index: int,
+    *,
+    suffix: str = "",
+    node_name: str | None = None,
+    started: float = 40,
+    created: float = 4,
 ) -> dict[str, Any]:
     return pod(
         index,
         suffix=suffix or f"bbb{index}{index}",
         node=node_name or f"gpu-node-{index + 1}",
         phase="Running",
+        created=created,
         containers=[container_status(running(started), ready=True)],
-        conditions=running_conditions(6, started + 5),
+        conditions=running_conditions(created + 2, started + 5),
     )
 
 
@@ -242,15 +249,7 @@ def test_an_eviction_seen_once_survives_kueue_resetting_it_on_readmission() -> N
 
 def test_kueue_resuming_a_preempted_attempt_is_unplanned_recovery() -> None:
     first = crashed(0, 143, 601, suffix="old00", deletion=600)
-    again = pod(
-        0,
-        suffix="new00",
-        node="gpu-node-7",
-        phase="Running",
-        created=900,
-        containers=[container_status(running(920), ready=True)],
-        conditions=running_conditions(901, 925),
-    )
+    again = alive(0, suffix="new00", node_name="gpu-node-7", started=920, created=900)
     result = outcome(trainjob(queue="team-a"), _evicted_workload(600), first, again)
     assert (result.state, result.cause) == (State.RUNNING, Cause.UNPLANNED_RECOVERY)
     assert "Kueue evicted" in result.summary  # what it recovered from
@@ -347,6 +346,34 @@ def test_waiting_past_patience_for_kueue_and_for_pods() -> None:
     assert "patience 10m" in late.summary
     no_pods = outcome(trainjob(), now=epoch(1200))
     assert no_pods.cause is Cause.START_FAILURE
+
+
+def test_a_replaced_rank_shows_every_proof_of_its_eviction_even_a_second_apart() -> None:
+    """The kubelet's Evicted event and the pod's DisruptionTarget condition are written
+    together, yet their second-precision times may fall a second apart: while the Job's
+    replacement runs, both are evidence, whichever came first."""
+    message = "The node was low on resource: memory."
+    evicted = pod(
+        1,
+        suffix="evict",
+        node="gpu-node-2",
+        phase="Failed",
+        reason="Evicted",
+        message=message,
+        containers=[container_status(terminated(137, 40, 100))],
+        conditions=ended_conditions(6, 45, 100),
+    )
+    evicted["status"]["conditions"].append(
+        cond("DisruptionTarget", "True", 101, "TerminationByKubelet", message)
+    )
+    replacement = alive(1, suffix="again", node_name="gpu-node-3", started=103, created=102)
+    replaced = job(active=2, failed=1)
+    replaced["spec"]["backoffLimit"] = 2
+    kubelet = event("Pod", f"{JOB0}-1-evict", "Evicted", message, 100, type_="Warning")
+    result = outcome(replaced, alive(0), evicted, kubelet, replacement)
+    assert (result.state, result.cause) == (State.RUNNING, None), result.summary
+    keys = [e.key.partition("#")[2] for e in result.evidence]
+    assert {"Evicted", "status.conditions[DisruptionTarget]", "status.reason"} <= set(keys), keys
 
 
 def test_a_node_that_recovered_is_not_lost() -> None:

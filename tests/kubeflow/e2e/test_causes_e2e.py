@@ -49,7 +49,8 @@ def test_oom_image_pull_deadline_and_quota(world: World) -> None:
     assert _attempt(world, pull)[2] == 1
     assert _attempt(world, late)[:2] == (State.FAILED, Cause.TIMEOUT)
     assert _attempt(world, huge)[:2] == (State.FAILED, Cause.NO_CAPACITY)
-    assert {"Pod", "Job", "JobSet", "TrainJob"} <= _recorded(world, oom)
+    recorded = [e.key for e in world.records.evidence(oom, 1)]
+    assert {"Pod", "Job", "JobSet", "TrainJob"} <= _recorded(world, oom), recorded
     assert "Pod" in _recorded(world, pull)
     assert "Workload" in _recorded(world, huge)
     # attempts dispatch ended itself (image pull, quota) leave no TrainJob that could run on

@@ -203,3 +203,46 @@ async def test_delivered_is_told_once_the_consumer_asked_for_the_next() -> None:
     with pytest.raises(StopAsyncIteration):
         await anext(stream)
     assert told == ["a", "b"]
+
+
+@ran
+async def test_what_the_consumer_never_took_is_told_lost_with_its_evidence() -> None:
+    """A stream replaced while one attempt's read is under way, another's observation is
+    queued and a third was handed out without the next asked for: all three are lost, each
+    with the evidence taken for it (the caller gives it back to the capture)."""
+    lost: list[Observation] = []
+    told: list[str] = []
+
+    def needs(observation: Observation) -> Read | None:
+        if observation.outcome.state is not State.FAILED:
+            return None
+
+        async def read() -> tuple[Evidence, ...]:
+            await asyncio.sleep(60)
+            return ()
+
+        return read
+
+    never = asyncio.Event()
+    items = [
+        seen("a", State.RUNNING, "pod-a"),
+        seen("b", State.FAILED, "pod-b"),
+        seen("c", State.RUNNING, "pod-c"),
+        seen("d", State.RUNNING, "pod-d"),
+        never,
+    ]
+    stream = alongside(
+        source(items),
+        needs,
+        delivered=lambda o: told.append(o.handle.job_id),
+        lost=lost.append,
+    )
+    assert (await anext(stream)).handle.job_id == "a"
+    assert (await anext(stream)).handle.job_id == "c"  # b waits on its read; d is queued
+    await stream.aclose()
+    assert told == ["a"]
+    assert sorted((o.handle.job_id, keys(o)) for o in lost) == [
+        ("b", ["pod-b"]),
+        ("c", ["pod-c"]),
+        ("d", ["pod-d"]),
+    ]

@@ -562,7 +562,9 @@ class KubeflowAdapter:
             sleep=self._sleep,
             sweep=self._sweep,
         )
-        async for observation in alongside(observations, self._needs, delivered=self._delivered):
+        async for observation in alongside(
+            observations, self._needs, delivered=self._delivered, lost=self._lost
+        ):
             yield observation
 
     def _needs(self, observation: Observation) -> Read | None:
@@ -590,6 +592,13 @@ class KubeflowAdapter:
         if ref not in self._words and ref not in self._spoken:
             await self._keep_last_words(ref, outcome, pods)
         return tuple(self._words.pop(ref, []))
+
+    def _lost(self, observation: Observation) -> None:
+        """An observation the consumer never took (its stream was replaced, e.g. while the
+        started mark was written): its evidence goes back to the capture, and the next
+        observation of the attempt carries it. Records are kept once per key, so one that
+        did reach the records is not kept twice."""
+        self.capture().give_back(self._ref(observation.handle), observation.evidence)
 
     def _delivered(self, observation: Observation) -> None:
         """An ended attempt's observation was taken: its failed ranks' output, read for it,

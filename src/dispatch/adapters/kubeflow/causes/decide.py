@@ -255,7 +255,10 @@ def decide(facts: Facts, inputs: Inputs) -> Outcome:
     if recovered:
         # every failure was followed by a re-run the workload's own spec asks for
         earliest = first_of(recovered) or recovered[0]
-        shown = [earliest, *planned[:3]]
+        # the other proofs of that failure too (an event and the pod's own condition, which
+        # a clock may date a second apart)
+        support = [f for f in recovered if f is not earliest and _supports(f, earliest)]
+        shown = [earliest, *support, *planned[:3]]
         then = _then(planned, earliest)
         if _final_ends(facts):
             end = _the_end(facts)

@@ -14,7 +14,10 @@ another kept outcomes waiting for minutes. ``alongside`` makes them at the same 
 * when the stream ends, what is held is delivered as each read ends; when the consumer stops
   (the stream is replaced), the reads under way are stopped;
 * ``delivered`` is told of each observation once its consumer has taken it (asked for the
-  next): what was read for it need not be read again.
+  next): what was read for it need not be read again;
+* ``lost`` is told of each observation the consumer never took when it stopped (those held
+  for a read, queued, or handed out and not yet followed by a request for the next): their
+  evidence, taken from the capture, would otherwise be gone with them.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ async def alongside(
     *,
     at_once: int = READS_AT_ONCE,
     delivered: Callable[[Observation], None] | None = None,
+    lost: Callable[[Observation], None] | None = None,
 ) -> AsyncIterator[Observation]:
     """``observations``, each one ``extra`` gives a read for delivered once that read ended,
     with what it read (see the module docstring)."""
@@ -88,11 +92,21 @@ async def alongside(
             out.put_nowait(None)
 
     pumping = asyncio.ensure_future(pump())
+    handed: Observation | None = None  # out, and the consumer has not asked for the next yet
     try:
         while (observation := await out.get()) is not None:
+            handed = observation
             yield observation
+            handed = None
             if delivered is not None:
                 delivered(observation)
         await pumping  # the stream's own error, if it ended with one
     finally:
-        await stop(pumping, *reads)
+        await stop(pumping, *reads)  # a stopped read queues its observation, as it is
+        if lost is not None:
+            kept = [] if handed is None else [handed]
+            while not out.empty():
+                if (item := out.get_nowait()) is not None:
+                    kept.append(item)
+            for observation in [*kept, *held.values()]:
+                lost(observation)
