@@ -121,6 +121,16 @@ def test_orphan_and_dangling_owner_references() -> None:
             )
             with pytest.raises(ApiError):
                 store.get(cm, "default", "late")
+            # one that also names a live owner only loses the dangling reference, by a
+            # write of its own that watchers see
+            live = store.create(tj, "default", trainjob("live"))
+            solid = {**ref, "name": "live", "uid": live["metadata"]["uid"]}
+            made = store.create(
+                cm, "default", {"metadata": {"name": "both", "ownerReferences": [ref, solid]}}
+            )
+            both = store.get(cm, "default", "both")
+            assert both["metadata"]["ownerReferences"] == [solid]
+            assert both["metadata"]["resourceVersion"] != made["metadata"]["resourceVersion"]
 
     asyncio.run(scenario())
 

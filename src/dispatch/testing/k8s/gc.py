@@ -14,7 +14,9 @@ Mirrors the API server's deletion path and the garbage-collector controller:
   dependents, then the finalizer.
 - An object created, or updated, with owner references that all point to absent uids is
   collected (the real collector adds a "virtual" node for an owner it has not seen, finds it
-  absent with a live read, and deletes its dependents that have no other owner).
+  absent with a live read, and deletes its dependents that have no other owner); one that
+  also names a live owner only loses the dangling references (``attemptToDeleteItem``: with
+  a solid owner, the dangling ones are patched away).
 - Deleting a namespace marks it ``Terminating``, deletes its contents and removes it once empty.
 
 Work is queued and drained at the end of each store operation, so the resulting watch events
@@ -110,19 +112,31 @@ class GarbageCollector:
         return new, False
 
     def created(self, obj: JsonObj) -> None:
-        self._collect_if_orphaned(obj)
+        self._collect_dangling(obj)
 
     def updated(self, obj: JsonObj) -> None:
         for owner in owner_uids(obj):
             self._queue.append(partial(self._check_owner, owner))
-        self._collect_if_orphaned(obj)
+        self._collect_dangling(obj)
 
-    def _collect_if_orphaned(self, obj: JsonObj) -> None:
-        """Queue the deletion of ``obj`` when every owner it names is absent."""
+    def _collect_dangling(self, obj: JsonObj) -> None:
+        """Queue the deletion of ``obj`` when every owner it names is absent, or the removal
+        of the references to absent owners when another owner is live."""
         owners = owner_uids(obj)
-        if owners and all(self._store.find_uid(o) is None for o in owners):
-            uid = obj["metadata"]["uid"]
+        absent = {o for o in owners if self._store.find_uid(o) is None}
+        if not absent:
+            return
+        uid = obj["metadata"]["uid"]
+        if len(absent) == len(set(owners)):
             self._queue.append(lambda: self._delete_uid(uid, "Background"))
+        else:
+            self._queue.append(lambda: self._drop_dangling(uid, absent))
+
+    def _drop_dangling(self, uid: str, absent: set[str]) -> None:
+        found = self._store.find_uid(uid)
+        still = {o for o in absent if self._store.find_uid(o) is None}
+        if found is not None and still:
+            self._drop_reference(found[0], found[1], *still)
 
     def removed(self, obj: JsonObj) -> None:
         m = obj["metadata"]
@@ -171,10 +185,10 @@ class GarbageCollector:
                     None,
                 )
 
-    def _drop_reference(self, dtype: ResourceType, dep: JsonObj, owner_uid: str) -> None:
+    def _drop_reference(self, dtype: ResourceType, dep: JsonObj, *owners: str) -> None:
         new = clone(dep)
         refs = [
-            r for r in new["metadata"].get("ownerReferences") or [] if r.get("uid") != owner_uid
+            r for r in new["metadata"].get("ownerReferences") or [] if r.get("uid") not in owners
         ]
         if refs:
             new["metadata"]["ownerReferences"] = refs
