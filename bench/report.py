@@ -481,9 +481,10 @@ def _team(found: dict[str, Any]) -> list[str]:
     )  # fmt: skip
     lines += ["Records throughput (one process, memory scheduler, N open jobs):", ""]
     lines += _table(
-        ["store", "jobs", "submissions/s", "seconds per supervisor pass", "job ticks/s"],
-        [[t["store"], t["jobs"], t["submissionsPerSecond"], t["passSeconds"],
-          t["jobTicksPerSecond"]] for t in found["throughput"]],
+        ["store", "jobs", "submissions/s", "starts/s (first pass)", "seconds per supervisor pass",
+         "job ticks/s"],
+        [[t["store"], t["jobs"], t["submissionsPerSecond"], t.get("startsPerSecond", "—"),
+          t["passSeconds"], t["jobTicksPerSecond"]] for t in found["throughput"]],
     )  # fmt: skip
     return lines
 

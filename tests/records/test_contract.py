@@ -318,3 +318,50 @@ def test_a_write_fenced_by_a_lost_lease_is_refused_and_changes_nothing(
     with pytest.raises(LeaseLost, match="nobody holds it"):
         store.set_job_status(job.id, State.RUNNING, fence=current)
     assert store.attempts(job.id)[0].handle == handle
+
+
+def test_calls_together_land_as_one_or_not_at_all(store: Records) -> None:
+    job = store.create_job(SPEC)
+    lease = store.acquire_lease(job.id, "sup-1", ttl=10)
+    assert lease is not None
+    store.create_attempt(job.id, 1, fence=lease)
+    handle = AttemptHandle(job.id, 1, "local", native="n-1")
+    with store.together(lease):
+        store.set_handle(job.id, 1, handle, fence=lease)
+        with store.together(lease):  # nested: part of the outer block
+            store.record_outcome(job.id, 1, Outcome(State.QUEUED), fence=lease)
+        store.set_job_status(job.id, State.QUEUED, None, "queued", fence=lease)
+        assert store.get_job(job.id).state is State.QUEUED  # its own writes are read back
+    assert store.attempts(job.id)[0].handle == handle
+    assert store.get_job(job.id).state is State.QUEUED
+
+    # an error that leaves the block undoes every write made in it
+    def undone() -> None:
+        with store.together(lease):
+            store.record_outcome(job.id, 1, Outcome(State.RUNNING), fence=lease)
+            store.append_log(job.id, "note", {"undone": True}, fence=lease)
+            store.set_handle(job.id, 2, handle, fence=lease)  # no attempt 2
+
+    with pytest.raises(NotFound):
+        undone()
+    assert store.attempts(job.id)[0].outcome == Outcome(State.QUEUED)
+    assert store.log(job.id) == []
+    # after the block, calls are their own transactions again
+    store.append_log(job.id, "note", {"alone": True}, fence=lease)
+    assert [e.data for e in store.log(job.id)] == [{"alone": True}]
+
+
+def test_a_block_fenced_by_a_lost_lease_writes_nothing(store: Records, clock: ManualClock) -> None:
+    job = store.create_job(SPEC)
+    stale = store.acquire_lease(job.id, "sup-1", ttl=10)
+    assert stale is not None
+    clock.advance(11)
+    assert store.acquire_lease(job.id, "sup-2", ttl=10) is not None
+
+    def late() -> None:
+        with store.together(stale):
+            store.append_log(job.id, "note", {"late": True})  # unfenced, yet inside the block
+
+    with pytest.raises(LeaseLost):
+        late()
+    assert store.log(job.id) == []

@@ -1,14 +1,16 @@
 """The records store: the single source of truth for jobs, attempts, evidence and intents.
 
 The interface is synchronous: every call is one short transaction against a local database,
-which keeps the supervisor and the simulator simple and fast. Implementations must be safe
-for several processes on one machine: each call is atomic, and the conditional writes
-(``create_attempt``, ``acquire_lease``) decide races between supervisors.
+which keeps the supervisor and the simulator simple and fast, unless calls are grouped into one
+(``Records.together``). Implementations must be safe for several processes on one machine:
+each call is atomic, and the conditional writes (``create_attempt``, ``acquire_lease``) decide
+races between supervisors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -308,6 +310,16 @@ class Records(Protocol):
 
     def lease(self, job_id: str) -> Lease | None:
         """The current unexpired lease, if any."""
+        ...
+
+    def together(self, fence: Lease | None = None) -> AbstractContextManager[None]:
+        """The calls made in the block are one transaction: all their writes land, or none
+        (an error that leaves the block undoes them all). ``fence`` is checked at its start,
+        as for one write, and each write keeps its own. A block inside another is part of it.
+        Only for calls made one after the other, with no await between them: the transaction
+        holds the store's write lock until the block ends. A supervisor groups the writes
+        that follow one decision (a start's handle, outcome, status and closed intent) so that
+        they cost one commit, not five."""
         ...
 
     def close(self) -> None: ...

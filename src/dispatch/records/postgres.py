@@ -22,6 +22,7 @@ one.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -104,6 +105,8 @@ class PostgresRecords:
         self._rows = RowReader()
         #: job ids whose rows could not be read (``list_jobs`` skips them), with why
         self.unreadable: dict[str, str] = {}
+        #: per thread, the connection of the ``together`` block under way there, if any
+        self._together = threading.local()
         self._pool: ConnectionPool[Connection] = ConnectionPool(
             url,
             min_size=1,
@@ -124,19 +127,34 @@ class PostgresRecords:
     # --- plumbing -------------------------------------------------------------------------
 
     @contextmanager
+    def together(self, fence: Lease | None = None) -> Iterator[None]:
+        """See ``Records.together``: the block's calls share one pooled connection and its
+        transaction (per thread)."""
+        if getattr(self._together, "conn", None) is not None:
+            yield
+            return
+        with self._tx(fence) as conn:
+            self._together.conn = conn
+            try:
+                yield
+            finally:
+                self._together.conn = None
+
+    @contextmanager
     def _tx(self, fence: Lease | None = None) -> Iterator[Connection]:
         """One transaction on a pooled connection: committed at the end of the block, rolled
         back if it raised. With ``fence``, refused (``LeaseLost``) unless that lease still
         holds its job: the lease row is read ``FOR SHARE``, so a takeover (an update of the
-        row) waits until this transaction ends."""
+        row) waits until this transaction ends. Inside ``together``: part of its transaction
+        (the fence checked all the same)."""
+        joined: Connection | None = getattr(self._together, "conn", None)
+        if joined is not None:
+            _check(joined, fence)
+            yield joined
+            return
         try:
             with self._pool.connection() as conn, conn.transaction():
-                if fence is not None:
-                    row = conn.execute(
-                        "SELECT owner, epoch FROM leases WHERE job_id = %s FOR SHARE",
-                        (fence.job_id,),
-                    ).fetchone()
-                    check_fence(fence, (row["owner"], int(row["epoch"])) if row else None)
+                _check(conn, fence)
                 yield conn
         except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise RecordsUnavailable(
@@ -583,6 +601,14 @@ class PostgresRecords:
             expires_at=row["expires_at"],
             epoch=int(row["epoch"]),
         )
+
+
+def _check(conn: Connection, fence: Lease | None) -> None:
+    if fence is not None:
+        row = conn.execute(
+            "SELECT owner, epoch FROM leases WHERE job_id = %s FOR SHARE", (fence.job_id,)
+        ).fetchone()
+        check_fence(fence, (row["owner"], int(row["epoch"])) if row else None)
 
 
 def first_line(exc: BaseException) -> str:

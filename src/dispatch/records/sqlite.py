@@ -69,6 +69,7 @@ class SqliteRecords:
         self._rows = RowReader()
         #: job ids whose rows could not be read (``list_jobs`` skips them), with why
         self.unreadable: dict[str, str] = {}
+        self._together = False  # inside ``together``: writes join its transaction
         try:
             if self.path != ":memory:":
                 _private_file(Path(self.path))
@@ -91,20 +92,34 @@ class SqliteRecords:
     # --- plumbing -------------------------------------------------------------------------
 
     @contextmanager
+    def together(self, fence: Lease | None = None) -> Iterator[None]:
+        """See ``Records.together``."""
+        if self._together:
+            yield
+            return
+        with self._write(fence):
+            self._together = True
+            try:
+                yield
+            finally:
+                self._together = False
+
+    @contextmanager
     def _write(self, fence: Lease | None = None) -> Iterator[sqlite3.Connection]:
         """One write transaction; with ``fence``, refused (``LeaseLost``) unless that lease
         still holds its job (checked after ``BEGIN IMMEDIATE``: no other write can come
-        between the check and this one's commit)."""
+        between the check and this one's commit). Inside ``together``: part of its
+        transaction (the fence checked all the same)."""
+        if self._together:
+            self._check(fence)
+            yield self._db
+            return
         try:
             self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             raise unusable(self.path, exc) from None
         try:
-            if fence is not None:
-                row = self._db.execute(
-                    "SELECT owner, epoch FROM leases WHERE job_id = ?", (fence.job_id,)
-                ).fetchone()
-                check_fence(fence, (row["owner"], row["epoch"]) if row else None)
+            self._check(fence)
             yield self._db
         except BaseException as exc:
             with contextlib.suppress(sqlite3.Error):  # a full disk may have ended it already
@@ -117,6 +132,13 @@ class SqliteRecords:
                 self._db.execute("COMMIT")
             except sqlite3.OperationalError as exc:
                 raise unusable(self.path, exc) from None
+
+    def _check(self, fence: Lease | None) -> None:
+        if fence is not None:
+            row = self._db.execute(
+                "SELECT owner, epoch FROM leases WHERE job_id = ?", (fence.job_id,)
+            ).fetchone()
+            check_fence(fence, (row["owner"], row["epoch"]) if row else None)
 
     def _migrate(self) -> None:
         with self._write() as db:

@@ -448,45 +448,53 @@ class Supervisor:
         decision: Decision | None = None,
     ) -> None:
         adapter = self.adapter(job.cluster)  # a ConfigError here leaves nothing behind
+        # renewed before the writes ahead of the adapter's call and again after it; the
+        # writes on either side land together (``Records.together``)
+        lease = self._renew(job.id)
         if intent is None:
-            lease = self._renew(job.id)
-            intent = self.records.open_intent(
-                job.id,
-                IntentOperation.START,
-                self.owner,
-                attempt=attempt,
-                data={"epoch": lease.epoch},
-                fence=lease,
-            )
-            if claim and not self.records.create_attempt(job.id, attempt, fence=lease):
-                self.records.close_intent(
-                    intent.id,
-                    status=IntentStatus.ROLLED_BACK,
-                    result={"reason": "claimed"},
+            with self.records.together(lease):
+                intent = self.records.open_intent(
+                    job.id,
+                    IntentOperation.START,
+                    self.owner,
+                    attempt=attempt,
+                    data={"epoch": lease.epoch},
                     fence=lease,
                 )
+                claimed = not claim or self.records.create_attempt(job.id, attempt, fence=lease)
+                if not claimed:
+                    self.records.close_intent(
+                        intent.id,
+                        status=IntentStatus.ROLLED_BACK,
+                        result={"reason": "claimed"},
+                        fence=lease,
+                    )
+            if not claimed:
                 raise LeaseLost(f"attempt {attempt} of {job.id} was claimed by another supervisor")
-        self._renew(job.id)
         try:
             handle = await adapter.start(job, attempt)
         except (Unsupported, PermanentError) as exc:
             fence = self._renew(job.id)
-            record_refusal(self.records, fence, attempt, exc, self.clock.now())
-            self.records.close_intent(intent.id, result={"refused": str(exc)}, fence=fence)
+            with self.records.together(fence):
+                record_refusal(self.records, fence, attempt, exc, self.clock.now())
+                self.records.close_intent(intent.id, result={"refused": str(exc)}, fence=fence)
             return
         fence = self._renew(job.id)
-        self.records.set_handle(job.id, attempt, handle, fence=fence)
-        self.records.record_outcome(
-            job.id,
-            attempt,
-            Outcome(state=State.QUEUED, summary="handed to the scheduler"),
-            fence=fence,
-        )
-        if decision is not None:
-            log_decision(self.records, fence, decision)
-        summary = decision.reason if decision else f"attempt {attempt} adopted"
-        self.records.set_job_status(job.id, State.QUEUED, None, summary, if_open=True, fence=fence)
-        self.records.close_intent(intent.id, result={"handle": handle.to_json()}, fence=fence)
+        with self.records.together(fence):
+            self.records.set_handle(job.id, attempt, handle, fence=fence)
+            self.records.record_outcome(
+                job.id,
+                attempt,
+                Outcome(state=State.QUEUED, summary="handed to the scheduler"),
+                fence=fence,
+            )
+            if decision is not None:
+                log_decision(self.records, fence, decision)
+            summary = decision.reason if decision else f"attempt {attempt} adopted"
+            self.records.set_job_status(
+                job.id, State.QUEUED, None, summary, if_open=True, fence=fence
+            )
+            self.records.close_intent(intent.id, result={"handle": handle.to_json()}, fence=fence)
 
     def _seed(self, job: Job, attempt: int, handle: AttemptHandle) -> None:
         """Once per attempt and process: hand the recorded evidence back to an adapter that

@@ -82,24 +82,25 @@ def record_observation(
         )
     evidence = (*observation.outcome.evidence, *observation.evidence)
     job_id = fence.job_id
-    records.add_evidence(job_id, attempt, evidence, fence=fence)
-    before = next(a for a in records.attempts(job_id) if a.attempt == attempt).outcome
-    changed = before is None or (before.state, before.cause) != (outcome.state, outcome.cause)
-    if not changed:
-        return False
-    records.record_outcome(job_id, attempt, outcome, fence=fence)
-    records.append_log(
-        job_id,
-        "attempt",
-        {
-            "attempt": attempt,
-            "state": outcome.state.value,
-            "cause": outcome.cause.value if outcome.cause else None,
-            "summary": outcome.summary,
-        },
-        fence=fence,
-    )
-    if not outcome.is_terminal:
-        summary = f"attempt {attempt}: {outcome.summary}" if outcome.summary else ""
-        records.set_job_status(job_id, outcome.state, None, summary, if_open=True, fence=fence)
+    with records.together(fence):  # the evidence and the outcome it proves land as one
+        records.add_evidence(job_id, attempt, evidence, fence=fence)
+        before = next(a for a in records.attempts(job_id) if a.attempt == attempt).outcome
+        changed = before is None or (before.state, before.cause) != (outcome.state, outcome.cause)
+        if not changed:
+            return False
+        records.record_outcome(job_id, attempt, outcome, fence=fence)
+        records.append_log(
+            job_id,
+            "attempt",
+            {
+                "attempt": attempt,
+                "state": outcome.state.value,
+                "cause": outcome.cause.value if outcome.cause else None,
+                "summary": outcome.summary,
+            },
+            fence=fence,
+        )
+        if not outcome.is_terminal:
+            summary = f"attempt {attempt}: {outcome.summary}" if outcome.summary else ""
+            records.set_job_status(job_id, outcome.state, None, summary, if_open=True, fence=fence)
     return True
