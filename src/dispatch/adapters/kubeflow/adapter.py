@@ -597,8 +597,10 @@ class KubeflowAdapter:
         """An observation the consumer never took (its stream was replaced, e.g. while the
         started mark was written): its evidence goes back to the capture, and the next
         observation of the attempt carries it. Records are kept once per key, so one that
-        did reach the records is not kept twice."""
-        self.capture().give_back(self._ref(observation.handle), observation.evidence)
+        did reach the records is not kept twice. A capture closed meanwhile (its records gone
+        with it) is not made again for that."""
+        if self._capture is not None and self._capture_loop is asyncio.get_running_loop():
+            self._capture.give_back(self._ref(observation.handle), observation.evidence)
 
     def _delivered(self, observation: Observation) -> None:
         """An ended attempt's observation was taken: its failed ranks' output, read for it,
