@@ -82,12 +82,13 @@ def record_observation(
         )
     evidence = (*observation.outcome.evidence, *observation.evidence)
     job_id = fence.job_id
+    before = next(a for a in records.attempts(job_id) if a.attempt == attempt).outcome
+    changed = before is None or (before.state, before.cause) != (outcome.state, outcome.cause)
+    if not changed:  # evidence alone: one write, none when there is none
+        records.add_evidence(job_id, attempt, evidence, fence=fence)
+        return False
     with records.together(fence):  # the evidence and the outcome it proves land as one
         records.add_evidence(job_id, attempt, evidence, fence=fence)
-        before = next(a for a in records.attempts(job_id) if a.attempt == attempt).outcome
-        changed = before is None or (before.state, before.cause) != (outcome.state, outcome.cause)
-        if not changed:
-            return False
         records.record_outcome(job_id, attempt, outcome, fence=fence)
         records.append_log(
             job_id,

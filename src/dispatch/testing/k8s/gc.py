@@ -133,9 +133,13 @@ class GarbageCollector:
             self._queue.append(lambda: self._drop_dangling(uid, absent))
 
     def _drop_dangling(self, uid: str, absent: set[str]) -> None:
+        """The references to ``absent`` owners that ``uid`` still names and that are still
+        absent go (no write when none is left)."""
         found = self._store.find_uid(uid)
-        still = {o for o in absent if self._store.find_uid(o) is None}
-        if found is not None and still:
+        if found is None:
+            return
+        still = {o for o in owner_uids(found[1]) if o in absent and self._store.find_uid(o) is None}
+        if still:
             self._drop_reference(found[0], found[1], *still)
 
     def removed(self, obj: JsonObj) -> None:
