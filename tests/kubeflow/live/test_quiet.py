@@ -56,12 +56,21 @@ def run_capture(
     kubeconfig: Path,
     body: Callable[[Capture, ManualClock], Awaitable[None]],
     kinds: tuple[WatchedKind, ...] = KINDS,
+    *,
+    on_time: bool = True,
 ) -> None:
+    """Run ``body`` on a capture of ``kinds`` in ``NS``, once every stream has listed. With
+    ``on_time`` the loop is taken to run on time (its lateness is no longer measured, and is
+    0), so a loaded machine does not lengthen the ``QUIET`` waits the body counts on."""
+
     async def main() -> None:
         clock = ManualClock(100.0)
         capture = Capture(Connection(kubeconfig, None), "kf", clock, kinds=kinds)
         capture.cover([NS])
         await asyncio.wait_for(capture.synced.wait(), 10)
+        if on_time:
+            await capture.loop_lag.close()
+            capture.loop_lag.lag = 0.0
         try:
             await body(capture, clock)
         finally:
@@ -139,7 +148,7 @@ def test_streams_do_not_look_quiet_while_the_loop_runs_late(tmp_path: Path) -> N
             # the lateness fades (the beats are on time again): then the Event stream is checked
             await until(lambda: capture.caught_up(target, since), seconds=20)
 
-        run_capture(emu, tmp_path / "kubeconfig", body)
+        run_capture(emu, tmp_path / "kubeconfig", body, on_time=False)
 
 
 def test_a_waiting_outcome_is_woken_when_its_quiet_wait_and_its_check_end(
