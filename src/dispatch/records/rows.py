@@ -8,10 +8,10 @@ validates a spec each time: the values are immutable, so each distinct row is pa
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Protocol, TypeVar
 
+from dispatch import jsontext
 from dispatch.model import AttemptHandle, Cause, Evidence, Job, JobSpec, Outcome, State
 from dispatch.records.base import (
     AttemptRecord,
@@ -39,7 +39,7 @@ class Row(Protocol):
 
 def dump(value: Any) -> str:
     """JSON as every store writes it: compact, keys sorted (equal values, equal text)."""
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return jsontext.dumps(value)
 
 
 class RowReader:
@@ -62,10 +62,12 @@ class RowReader:
         return value
 
     def handle(self, text: str) -> AttemptHandle:
-        return self._cached(self._handles, text, lambda: AttemptHandle.from_json(json.loads(text)))
+        return self._cached(
+            self._handles, text, lambda: AttemptHandle.from_json(jsontext.loads(text))
+        )
 
     def outcome(self, text: str) -> Outcome:
-        return self._cached(self._outcomes, text, lambda: Outcome.from_json(json.loads(text)))
+        return self._cached(self._outcomes, text, lambda: Outcome.from_json(jsontext.loads(text)))
 
     def job(self, row: Row, key: tuple[Any, ...]) -> JobRecord:
         """``key``: the row's values (a changed row is parsed again)."""
@@ -87,7 +89,7 @@ class RowReader:
                 id=row["id"],
                 spec=spec,
                 created_at=row["created_at"],
-                environment=json.loads(row["environment"]) if row["environment"] else None,
+                environment=jsontext.loads(row["environment"]) if row["environment"] else None,
             ),
             state=State(row["state"]),
             cause=Cause(row["cause"]) if row["cause"] else None,
@@ -121,7 +123,7 @@ class RowReader:
                 job_id=row["job_id"],
                 at=row["at"],
                 kind=row["kind"],
-                data=json.loads(row["data"]),
+                data=jsontext.loads(row["data"]),
             ),
         )
 
@@ -132,7 +134,7 @@ def evidence(row: Row) -> Evidence:
         key=row["key"],
         observed_at=row["observed_at"],
         summary=row["summary"],
-        data=json.loads(row["data"]),
+        data=jsontext.loads(row["data"]),
     )
 
 
@@ -145,7 +147,7 @@ def intent(row: Row) -> Intent:
         owner=row["owner"],
         created_at=row["created_at"],
         status=IntentStatus(row["status"]),
-        data=json.loads(row["data"]),
-        result=json.loads(row["result"]) if row["result"] else None,
+        data=jsontext.loads(row["data"]),
+        result=jsontext.loads(row["result"]) if row["result"] else None,
         closed_at=row["closed_at"],
     )

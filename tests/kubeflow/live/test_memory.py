@@ -43,6 +43,10 @@ def test_share_keeps_each_unchanged_part_once_and_changes_no_value() -> None:
     assert share(copy.deepcopy(old), old) is old
     assert share({"n": 1}, {"n": True}) == {"n": 1}  # equal values of other types stay apart
     assert share({"n": 1}, {"n": True})["n"] is not True
+    # nor deeper down, where a part is compared whole (``==`` takes 1, 1.0 and True for one)
+    for new_part, old_part in (([1], [True]), ({"n": 1}, {"n": 1.0}), ([{"n": 0}], [{"n": False}])):
+        kept = share({"spec": {"x": new_part}, "v": "2"}, {"spec": {"x": old_part}, "v": "1"})
+        assert json.dumps(kept) == json.dumps({"spec": {"x": new_part}, "v": "2"})
 
 
 def _key(obj: dict[str, Any], name: str) -> str:

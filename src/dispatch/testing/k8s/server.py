@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
+from dispatch import jsontext
 from dispatch.clock import Clock, SystemClock
 from dispatch.testing.k8s import discovery, errors, printing
 from dispatch.testing.k8s.accounting import RequestAccounting
@@ -71,7 +72,7 @@ _INJECTED = {
 
 def _json(obj: Any, status: int = 200) -> web.Response:
     return web.Response(
-        body=json.dumps(obj, separators=(",", ":")).encode(),
+        body=jsontext.encode(obj),
         status=status,
         content_type="application/json",
     )
@@ -365,7 +366,7 @@ class ApiServer:
         try:
             if request.content_type == APPLY_PATCH:
                 return yaml.safe_load(raw)
-            return json.loads(raw)
+            return jsontext.loads(raw)
         except (ValueError, yaml.YAMLError) as exc:
             raise errors.bad_request(
                 f"the body of the request could not be decoded: {exc}"

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
+from dispatch import jsontext
 from dispatch.clock import Clock
 from dispatch.testing.k8s.conversion import from_storage
 from dispatch.testing.k8s.errors import ApiError
@@ -45,7 +45,7 @@ class WatchOptions:
 
 
 def _line(event_type: str, obj: JsonObj) -> bytes:
-    return (json.dumps({"type": event_type, "object": obj}, separators=(",", ":")) + "\n").encode()
+    return jsontext.encode({"type": event_type, "object": obj}) + b"\n"
 
 
 async def _start(request: web.Request) -> web.StreamResponse:

@@ -15,12 +15,12 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dispatch import jsontext
 from dispatch.testing.k8s.errors import too_old
 from dispatch.testing.k8s.resources import ResourceType
 from dispatch.testing.k8s.selectors import FieldSelector, LabelSelector
@@ -54,7 +54,7 @@ class Change:
         line = self._wire.get(cache_key)
         if line is None:
             payload = {"type": event_type, "object": render(self.obj)}
-            line = (json.dumps(payload, separators=(",", ":")) + "\n").encode()
+            line = jsontext.encode(payload) + b"\n"
             self._wire[cache_key] = line
         return line
 

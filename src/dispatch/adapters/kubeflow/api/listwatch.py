@@ -12,13 +12,13 @@ expired).
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from dispatch import jsontext
 from dispatch.adapters.kubeflow.api.client import Gone, JsonObj, Resource, Session
 from dispatch.adapters.kubeflow.api.errors import API_FAILURES, translate
 from dispatch.model import SchedulerUnavailable
@@ -157,7 +157,7 @@ async def _list_page(
         try:
             if response.status >= 300:
                 raise await _failed(response, what)
-            data = await response.json()
+            data = await response.json(loads=jsontext.loads)
         finally:
             response.release()
     except API_FAILURES as exc:
@@ -214,7 +214,7 @@ async def watch_raw(
             if not line.endswith(b"\n"):
                 raise SchedulerUnavailable(f"cannot {what}: the stream was cut")
             try:
-                event = json.loads(line)
+                event = jsontext.loads(line)
             except ValueError:
                 raise SchedulerUnavailable(f"cannot {what}: unreadable event") from None
             if not isinstance(event, dict):

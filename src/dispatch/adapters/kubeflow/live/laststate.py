@@ -25,6 +25,7 @@ import sys
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from dispatch import jsontext
 from dispatch.adapters.kubeflow.live.attribution import TrainJobRef
 from dispatch.adapters.kubeflow.objects import dig, text_of
 
@@ -52,7 +53,16 @@ def compact(value: Any) -> Any:
 def share(new: Any, old: Any) -> Any:
     """``new`` (decoded JSON) as it is kept: each part equal to the same part of ``old`` (a
     state kept before, or None) is ``old``'s (``old`` itself when all is equal), every other
-    part is compacted (``compact``). ``new`` itself is not changed."""
+    part is compacted (``compact``). ``new`` itself is not changed. An unchanged part (most
+    of a new state: its spec above all) is found by comparing it whole, not walked: equal,
+    and written as the same JSON text (Python's ``==`` takes ``1``, ``1.0`` and ``true`` for
+    one another; JSON does not)."""
+    if (
+        type(new) is type(old)
+        and new == old
+        and (not isinstance(new, dict | list) or jsontext.same(new, old))
+    ):
+        return old
     if isinstance(new, dict) and isinstance(old, dict):
         kept: dict[str, Any] = {}
         same = len(new) == len(old)
@@ -69,8 +79,6 @@ def share(new: Any, old: Any) -> Any:
         if len(items) == len(old) and all(a is b for a, b in zip(items, old, strict=True)):
             return old
         return items
-    if type(new) is type(old) and new == old:
-        return old
     return compact(new)
 
 
