@@ -46,6 +46,7 @@ rate in the last minute, from the child's progress line and the parent's samples
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import statistics
@@ -92,6 +93,25 @@ def percentile(values: list[float], q: float) -> float | None:
         return None
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+
+
+def cpu_at(series: list[tuple[float, float]], when: float) -> float | None:
+    """CPU seconds at wall-clock ``when``, linearly between the samples around it (None:
+    outside the series)."""
+    for (t0, c0), (t1, c1) in itertools.pairwise(series):
+        if t0 <= when <= t1:
+            return c0 if t1 == t0 else c0 + (c1 - c0) * (when - t0) / (t1 - t0)
+    return None
+
+
+def cpu_per_job(
+    series: list[tuple[float, float]], first: float, last: float, jobs: int
+) -> float | None:
+    """Milliseconds of CPU per job between wall-clock ``first`` and ``last`` (None: unknown)."""
+    began, ended = cpu_at(series, first), cpu_at(series, last)
+    if began is None or ended is None or not jobs:
+        return None
+    return round((ended - began) / jobs * 1000, 2)
 
 
 @dataclass
@@ -272,6 +292,11 @@ def summarise(
         "detectP50AfterSubmission": percentile(settled, 0.5),
         "detectP99AfterSubmission": percentile(settled, 0.99),
         "cpuSeconds": round(child.get("cpuSeconds", 0.0), 2),
+        # the supervisor's CPU from the first TrainJob created to the last, per job: what a
+        # start costs it (the streams' and judgements' work meanwhile included)
+        "submissionCpuMsPerJob": cpu_per_job(
+            child.get("cpuSeries", []), min(times.created.values(), default=0.0), submitted, jobs
+        ),
         "peakRssMiB": round(child.get("peakRssMiB", 0.0), 1),
         "wallSeconds": round(child.get("finished", 0) - child.get("began", 0), 1),
     }

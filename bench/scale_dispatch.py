@@ -12,7 +12,7 @@ type are written to FILE with the RSS and traced-size series, and, once every jo
 the sites still holding memory (slows the run down).
 OUT: per job the TrainJob name, final state and cause, and when the supervisor recorded the
 attempt's end (the records' log time, wall clock); plus this process's CPU seconds and peak
-RSS. The jobs are put in the records first (as ``dispatch submit`` does), then one supervisor
+RSS, and its CPU seconds sampled over the run (``cpuSeries``). The jobs are put in the records first (as ``dispatch submit`` does), then one supervisor
 starts and supervises them all (as ``dispatch supervise --exit-when-idle`` does).
 """
 
@@ -43,6 +43,8 @@ from dispatch.supervise import Supervisor
 CLUSTER = "kf"
 #: seconds between memory samples (``"memory"`` in the plan)
 MEMORY_EVERY = 2.0
+#: seconds between samples of this process's CPU time (``cpuSeries``)
+CPU_EVERY = 0.25
 #: frames kept per traced allocation, and allocation sites reported
 TRACE_FRAMES, TOP_SITES = 8, 40
 RUNTIME = {"kind": "ClusterTrainingRuntime", "name": "dispatch-kind"}
@@ -148,6 +150,14 @@ class MemoryProbe:
         self.out.write_text(json.dumps(found, indent=1))
 
 
+async def sample_cpu(series: list[tuple[float, float]]) -> None:
+    """(wall clock, this process's CPU seconds) every ``CPU_EVERY`` s, into ``series``: what the
+    supervisor spent between two moments of the run (``bench.scale``: while it submitted)."""
+    while True:
+        series.append((time.time(), time.process_time()))
+        await asyncio.sleep(CPU_EVERY)
+
+
 async def supervise(plan: dict[str, Any]) -> dict[str, Any]:
     clock = SystemClock()
     state = Path(plan["state"])
@@ -178,9 +188,15 @@ async def supervise(plan: dict[str, Any]) -> dict[str, Any]:
 
     probe = MemoryProbe(Path(plan["memory"])) if plan.get("memory") else None
     sampling = asyncio.ensure_future(probe.run()) if probe else None
+    cpu: list[tuple[float, float]] = []
+    timing = asyncio.ensure_future(sample_cpu(cpu))
     began = time.time()
     await supervisor.run(asyncio.Event(), on_step=count, until_idle=True)
     finished = time.time()
+    timing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await timing
+    cpu.append((time.time(), time.process_time()))
     if probe is not None and sampling is not None:
         sampling.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -202,7 +218,7 @@ async def supervise(plan: dict[str, Any]) -> dict[str, Any]:
             }
         )
     records.close()
-    return {"began": began, "finished": finished, "passes": passes, "jobs": out}
+    return {"began": began, "finished": finished, "passes": passes, "jobs": out, "cpuSeries": cpu}
 
 
 def main() -> None:

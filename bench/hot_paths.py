@@ -1,0 +1,72 @@
+"""Microseconds per call of two paths every object state a watch stream delivers goes through:
+decoding it and writing it as evidence (``json`` against ``dispatch.jsontext``), and keeping it
+beside the object's last state (``laststate.share``).
+
+    python -m bench.hot_paths [--repeat 300]
+
+The objects are the TrainJobs of the golden plans (``tests/kubeflow/planning/golden``); a
+"next state" of each changes its ``resourceVersion`` and its ``status``, as a watch event does.
+Run it against another revision's code with ``PYTHONPATH=<that checkout>/src`` (``jsontext``
+is skipped where it does not exist).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import timeit
+from pathlib import Path
+from typing import Any
+
+from dispatch.adapters.kubeflow.live import laststate
+
+GOLDEN = Path(__file__).parents[1] / "tests" / "kubeflow" / "planning" / "golden"
+
+
+def objects() -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(GOLDEN.glob("*.json"))]
+
+
+def next_state(obj: dict[str, Any]) -> dict[str, Any]:
+    new = copy.deepcopy(obj)
+    new.setdefault("metadata", {})["resourceVersion"] = "12345"
+    new["status"] = {"conditions": [{"type": "Running", "status": "True", "reason": "Started"}]}
+    return new
+
+
+def per_call(fn: Any, items: list[Any], repeat: int) -> float:
+    """Microseconds per item, the best of three runs of ``repeat`` passes."""
+    best = min(timeit.repeat(lambda: [fn(i) for i in items], number=repeat, repeat=3))
+    return best / repeat / len(items) * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=300)
+    args = parser.parse_args()
+    objs = objects()
+    texts = [json.dumps(o) for o in objs]
+    pairs = [(next_state(o), laststate.compact(copy.deepcopy(o))) for o in objs]
+    size = sum(map(len, texts)) // len(texts)
+    rows = {
+        "json.loads": per_call(json.loads, texts, args.repeat),
+        "json.dumps (sorted, compact)": per_call(
+            lambda o: json.dumps(o, separators=(",", ":"), sort_keys=True), objs, args.repeat
+        ),
+        "laststate.share (next state)": per_call(lambda p: laststate.share(*p), pairs, args.repeat),
+    }
+    try:
+        from dispatch import jsontext
+    except ImportError:
+        pass
+    else:
+        rows["jsontext.loads"] = per_call(jsontext.loads, texts, args.repeat)
+        rows["jsontext.dumps"] = per_call(jsontext.dumps, objs, args.repeat)
+    print(f"{len(objs)} TrainJobs of {size} bytes on average")
+    for name, micros in rows.items():
+        print(f"{name:32s} {micros:7.1f} us")
+
+
+if __name__ == "__main__":
+    main()
