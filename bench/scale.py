@@ -249,6 +249,7 @@ def summarise(
     job_minutes = sum(lifetimes) / 60
     delays = [reported[n] - times.terminal[n] for n in reported if n in times.terminal]
     # jobs that ended once every TrainJob existed: supervision alone, not the submission
+    first = min(times.created.values(), default=0.0)
     submitted = max(times.created.values(), default=0.0)
     settled = [
         reported[n] - times.terminal[n]
@@ -287,16 +288,14 @@ def summarise(
         "detectP50": percentile(delays, 0.5),
         "detectP99": percentile(delays, 0.99),
         "detectMax": max(delays) if delays else None,
-        "submissionSeconds": round(submitted - min(times.created.values(), default=0.0), 1),
+        "submissionSeconds": round(submitted - first, 1),
         "endedAfterSubmission": len(settled),
         "detectP50AfterSubmission": percentile(settled, 0.5),
         "detectP99AfterSubmission": percentile(settled, 0.99),
         "cpuSeconds": round(child.get("cpuSeconds", 0.0), 2),
         # the supervisor's CPU from the first TrainJob created to the last, per job: what a
         # start costs it (the streams' and judgements' work meanwhile included)
-        "submissionCpuMsPerJob": cpu_per_job(
-            child.get("cpuSeries", []), min(times.created.values(), default=0.0), submitted, jobs
-        ),
+        "submissionCpuMsPerJob": cpu_per_job(child.get("cpuSeries", []), first, submitted, jobs),
         "peakRssMiB": round(child.get("peakRssMiB", 0.0), 1),
         "wallSeconds": round(child.get("finished", 0) - child.get("began", 0), 1),
     }
