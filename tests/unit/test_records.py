@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dispatch.clock import CountingIds
-from dispatch.model import parse_spec
+from dispatch.model import Cause, State, parse_spec
 from dispatch.records import SchemaTooNew, SqliteRecords
 from dispatch.records.migrations import SCHEMA_VERSION
 
@@ -34,3 +34,22 @@ def test_in_memory_store_for_the_simulator() -> None:
     store = SqliteRecords(":memory:", ids=CountingIds())
     job = store.create_job(SPEC)
     assert store.get_job(job.id).job.id == job.id
+
+
+def test_a_job_read_again_and_again_keeps_one_parsed_row_and_one_spec_text() -> None:
+    """The reader keeps a job's last row parsed, not every row it had (a job's row changes
+    at each step), and that row holds the spec text parsed once, not each read's copy."""
+    store = SqliteRecords(":memory:", ids=CountingIds())
+    job = store.create_job(SPEC)
+    first = store.get_job(job.id)
+    assert store.get_job(job.id) is first  # the same row: parsed once
+    for state in (State.QUEUED, State.RUNNING, State.FAILED):
+        store.set_job_status(job.id, state, Cause.APP_ERROR if state is State.FAILED else None)
+        record = store.get_job(job.id)
+        assert record.state is state  # a changed row is parsed again
+        assert record.job.spec is first.job.spec  # its spec is not
+    jobs = store._rows._jobs
+    assert list(jobs) == [job.id]  # one row per job
+    held = next(iter(store._rows._specs))
+    assert any(value is held for value in jobs[job.id][0])  # the text parsed, not a copy
+    assert store.list_jobs()[0] is store.get_job(job.id)

@@ -46,8 +46,10 @@ class RowReader:
     """Parses rows into records, each distinct row once."""
 
     def __init__(self) -> None:
-        self._specs: dict[str, JobSpec] = {}
-        self._jobs: dict[tuple[Any, ...], JobRecord] = {}
+        #: a spec's text -> (that text as first read, the spec parsed)
+        self._specs: dict[str, tuple[str, JobSpec]] = {}
+        #: per job, its row as last read (its spec the text parsed once) and that row parsed
+        self._jobs: dict[str, tuple[tuple[Any, ...], JobRecord]] = {}
         self._handles: dict[str, AttemptHandle] = {}
         self._outcomes: dict[str, Outcome] = {}
         self._log_entries: dict[int, LogEntry] = {}
@@ -69,14 +71,25 @@ class RowReader:
     def outcome(self, text: str) -> Outcome:
         return self._cached(self._outcomes, text, lambda: Outcome.from_json(jsontext.loads(text)))
 
-    def job(self, row: Row, key: tuple[Any, ...]) -> JobRecord:
-        """``key``: the row's values (a changed row is parsed again)."""
-        return self._cached(self._jobs, key, lambda: self._parse_job(row))
-
-    def _parse_job(self, row: Row) -> JobRecord:
-        spec = self._cached(
-            self._specs, row["spec"], lambda: JobSpec.model_validate_json(row["spec"])
+    def job(self, row: Row, values: tuple[Any, ...]) -> JobRecord:
+        """``values``: the row's (a changed row is parsed again). One row is kept per job, the
+        last read (a job's row changes with each step; its earlier rows are not read again),
+        its spec the text already held with the parsed spec, not the copy each read makes."""
+        text = row["spec"]
+        held, spec = self._cached(
+            self._specs, text, lambda: (text, JobSpec.model_validate_json(text))
         )
+        key = tuple(held if v is text else v for v in values)
+        cached = self._jobs.get(row["id"])
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        record = self._parse_job(row, spec)
+        if cached is None and len(self._jobs) >= PARSED_CACHE_SIZE:
+            self._jobs.clear()
+        self._jobs[row["id"]] = (key, record)
+        return record
+
+    def _parse_job(self, row: Row, spec: JobSpec) -> JobRecord:
         cancel = (
             CancelRequest(
                 actor=row["cancel_actor"], reason=row["cancel_reason"], at=row["cancel_at"]

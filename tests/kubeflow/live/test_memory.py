@@ -15,7 +15,14 @@ from dispatch.adapters.kubeflow.api.client import Connection
 from dispatch.adapters.kubeflow.api.kinds import CORE_EVENTS
 from dispatch.adapters.kubeflow.api.listwatch import list_pages, list_raw
 from dispatch.adapters.kubeflow.live.capture import Capture
-from dispatch.adapters.kubeflow.live.laststate import INTERN_UP_TO, LastStates, compact, share
+from dispatch.adapters.kubeflow.live.laststate import (
+    INTERN_UP_TO,
+    MANAGED_FIELDS_KEPT,
+    LastStates,
+    compact,
+    share,
+    trim,
+)
 from dispatch.adapters.kubeflow.live.verdict import Verdicts
 from dispatch.adapters.kubeflow.live.watching import judge
 from dispatch.clock import ManualClock
@@ -80,6 +87,79 @@ def test_states_filed_from_the_streams_are_compacted() -> None:
     assert len(pods) == 2
     assert _key(pods[0], "status") is _key(pods[1], "status")
     assert pods[0]["status"]["phase"] is pods[1]["status"]["phase"]
+
+
+#: two writers' entries as a real API server stores them (kubectl's create, the kubelet's status)
+MANAGED = [
+    {"manager": "kubectl-create", "operation": "Update", "apiVersion": "v1",
+     "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+     "fieldsV1": {"f:spec": {"f:containers": {'k:{"name":"node"}': {".": {}, "f:image": {}}}}}},
+    {"manager": "kubelet", "operation": "Update", "apiVersion": "v1",
+     "time": "2026-01-01T00:00:09Z", "fieldsType": "FieldsV1", "subresource": "status",
+     "fieldsV1": {"f:status": {"f:phase": {}, "f:conditions": {".": {}}}}},
+]  # fmt: skip
+
+
+def test_trim_keeps_who_wrote_an_object_and_when_but_not_the_fields_each_writer_owns() -> None:
+    obj = pod("tj-node-0-0-abcde", 0, "10", phase="Running")
+    obj["metadata"]["managedFields"] = copy.deepcopy(MANAGED)
+    before = copy.deepcopy(obj)
+    trimmed = trim(obj)
+    assert obj == before  # the decoded object is not changed
+    assert trimmed["metadata"]["managedFields"] == [
+        {k: e[k] for k in MANAGED_FIELDS_KEPT if k in e} for e in MANAGED
+    ]
+    assert trimmed["metadata"]["managedFields"][1]["subresource"] == "status"
+    assert {**trimmed, "metadata": {**trimmed["metadata"], "managedFields": None}} == {
+        **obj,
+        "metadata": {**obj["metadata"], "managedFields": None},
+    }  # nothing else differs
+    assert trim(trimmed) is trimmed  # nothing left to drop: the same object
+    plain = pod("tj-node-0-1-abcde", 1, "11")
+    assert trim(plain) is plain
+    odd = {"metadata": {"managedFields": ["not an entry", {"manager": "m", "fieldsV1": {}}]}}
+    assert trim(odd)["metadata"]["managedFields"] == ["not an entry", {"manager": "m"}]
+    assert trim({"metadata": "not a mapping"}) == {"metadata": "not a mapping"}
+
+
+def test_states_filed_from_the_streams_keep_no_field_ownership() -> None:
+    """What a watch delivers is filed, and kept as the stream's last state, trimmed."""
+    capture = _capture()
+    obj = json.loads(json.dumps(pod("tj-node-0-0-abcde", 0, "10", phase="Running")))
+    obj["metadata"]["managedFields"] = copy.deepcopy(MANAGED)
+    capture.streams.update(("pods", NS), f"{NS}/tj-node-0-0-abcde", obj)
+    capture.seen(trainjob())
+    filed = next(r.data for r in capture.records(REF) if r.kind == "pod")
+    kept = capture.streams.last.state(("pods", NS), f"{NS}/tj-node-0-0-abcde")
+    assert kept is filed
+    assert [e["manager"] for e in filed["metadata"]["managedFields"]] == [
+        "kubectl-create",
+        "kubelet",
+    ]
+    assert not any("fieldsV1" in e for e in filed["metadata"]["managedFields"])
+    assert "fieldsV1" in obj["metadata"]["managedFields"][0]  # what was decoded is not changed
+
+
+def test_a_new_object_shares_its_equal_parts_with_the_stream_s_last_state() -> None:
+    """Pods made from one template hold their equal parts once, and each keeps its own
+    values (decoded apart, as two watch events are)."""
+    capture = _capture()
+    stream, kept = ("pods", NS), []
+    for i in (0, 1):
+        obj = pod(f"tj-node-0-{i}-abcde", i, str(10 + i), phase="Running")
+        obj["spec"]["containers"] = [
+            {"name": "node", "resources": {"limits": {"cpu": "2"}}, "env": [{"name": f"R{i}"}]}
+        ]
+        decoded = json.loads(json.dumps(obj))
+        capture.streams.update(stream, f"{NS}/tj-node-0-{i}-abcde", decoded)
+        assert decoded == obj  # what was decoded is not changed
+        kept.append(capture.streams.last.state(stream, f"{NS}/tj-node-0-{i}-abcde"))
+        assert kept[-1] == obj  # the value is the object's own
+    first, second = (k["spec"]["containers"][0] for k in kept)
+    assert second["resources"] is first["resources"]
+    assert second["env"] is not first["env"] and second["env"] == [{"name": "R1"}]
+    assert capture.streams.last.like(stream) is kept[1]
+    assert capture.streams.last.like(("pods", "elsewhere")) is None
 
 
 def test_last_states_are_kept_until_every_trainjob_they_concern_is_released() -> None:

@@ -8,11 +8,22 @@ after a 410 files the objects it no longer has as deleted, with that state). Gua
   ``new`` equal to the same part of ``old`` is ``old``'s, so the states kept (the capture's
   records, this table) hold each unchanged part once. Filed objects are never changed
   afterwards (the cause function only reads them), which makes the sharing safe.
+* **An object's first state shares with its neighbour** (``LastStates.like``): a state with
+  no state of its own before it is shared, the same way, with the last state kept in its
+  stream. Objects of one kind made from one template (the pods, Jobs and JobSets of jobs
+  submitted alike) hold their equal parts (a container's resources, a volume, an
+  environment variable) once for them all.
 * Every other part is compacted (``compact``): its keys, and its strings of up to
   ``INTERN_UP_TO`` characters, are interned (``sys.intern``). Each decoded object brings its
   own copy of every key and label (``"metadata"``, ``"jobset.sigs.k8s.io/jobset-name"``,
   ``"True"``...), about 40 % of what an open attempt's records held; interned, all objects
   share one copy, freed when no object uses it any more.
+* **Who wrote an object, not what each writer owns** (``trim``): of each
+  ``metadata.managedFields`` entry only the writer, the operation, the API version, the time
+  and the subresource are kept; ``fieldsV1`` (a tree of every field that writer set, as big
+  as the object itself, on every object a real API server stores) is dropped, as client-go's
+  and controller-runtime's caches drop managedFields whole (``TransformStripManagedFields``).
+  The cause function never reads it; a post-mortem still sees who wrote the object, and when.
 * ``LastStates.keep`` keeps the state of an object while a TrainJob it is evidence for is not
   released, or while no TrainJob claims it yet; otherwise only its version.
 * ``LastStates.release(ref)``: the states kept for TrainJob ``ref`` alone are dropped (their
@@ -48,6 +59,27 @@ def compact(value: Any) -> Any:
     if type(value) is str and len(value) <= INTERN_UP_TO:
         return sys.intern(value)
     return value
+
+
+#: what is kept of each ``metadata.managedFields`` entry (``trim``)
+MANAGED_FIELDS_KEPT = ("manager", "operation", "apiVersion", "time", "subresource")
+
+
+def trim(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` (decoded JSON) without what each of its writers owns: every entry of its
+    ``metadata.managedFields`` with ``MANAGED_FIELDS_KEPT`` alone (see the module).
+    ``obj`` itself is not changed; it is returned as it is when there is nothing to drop."""
+    metadata = obj.get("metadata")
+    managed = metadata.get("managedFields") if isinstance(metadata, dict) else None
+    if not isinstance(metadata, dict) or not isinstance(managed, list):
+        return obj
+    if all(not isinstance(e, dict) or e.keys() <= set(MANAGED_FIELDS_KEPT) for e in managed):
+        return obj
+    entries = [
+        {k: e[k] for k in MANAGED_FIELDS_KEPT if k in e} if isinstance(e, dict) else e
+        for e in managed
+    ]
+    return {**obj, "metadata": {**metadata, "managedFields": entries}}
 
 
 def share(new: Any, old: Any) -> Any:
@@ -93,6 +125,7 @@ class LastStates:
         self._tables: dict[Hashable, dict[str, Entry]] = {}
         self._kept_for: dict[TrainJobRef, set[tuple[Hashable, str]]] = {}
         self._released: set[TrainJobRef] = set()
+        self._like: dict[Hashable, Mapping[str, Any]] = {}  # per stream: the last state kept
 
     def keys(self, stream: Hashable) -> set[str]:
         return set(self._tables.get(stream, ()))
@@ -113,6 +146,11 @@ class LastStates:
                 found.add(key)
         return found & table.keys()
 
+    def like(self, stream: Hashable) -> Mapping[str, Any] | None:
+        """The last state kept in ``stream`` (of any object): what the first state of an
+        object new to the stream shares its equal parts with (see the module)."""
+        return self._like.get(stream)
+
     def version(self, stream: Hashable, key: str) -> str | None:
         entry = self._tables.get(stream, {}).get(key)
         return entry[0] if entry is not None else None
@@ -131,6 +169,8 @@ class LastStates:
         held = [ref for ref in refs if ref not in self._released]
         kept = state if held or not refs else None
         self._tables.setdefault(stream, {})[key] = (version_of(state), kept, tuple(refs))
+        if kept is not None:
+            self._like[stream] = kept
         for ref in held:
             self._kept_for.setdefault(ref, set()).add((stream, key))
 

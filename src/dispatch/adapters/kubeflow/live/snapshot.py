@@ -35,6 +35,7 @@ from dispatch.adapters.kubeflow.api.listwatch import list_pages
 from dispatch.adapters.kubeflow.causes.evidence import object_evidence
 from dispatch.adapters.kubeflow.live.attribution import Attribution
 from dispatch.adapters.kubeflow.live.identity import replaced_by, replaced_evidence
+from dispatch.adapters.kubeflow.live.laststate import trim
 from dispatch.adapters.kubeflow.objects import dig, text_of
 from dispatch.model import Evidence, Forbidden, NotFound
 
@@ -96,7 +97,7 @@ async def snapshot(
         found += await _items(
             session, NODES, None, keep=lambda n: dig(n, "metadata", "name") in nodes
         )
-    return [object_evidence(obj, at) for obj in found]
+    return [object_evidence(trim(obj), at) for obj in found]  # as the streams keep them
 
 
 def merged(first: list[Evidence], later: list[Evidence]) -> list[Evidence]:

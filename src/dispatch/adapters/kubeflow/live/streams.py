@@ -15,7 +15,7 @@ asked to ``cover`` (Nodes once for the cluster) and hands every object state it 
   streams; a kind the cluster does not serve (404) or may not be read (403) is skipped, and
   the refusal is logged as a warning.
 * Each object's version and last state are kept per stream (``last``, compacted and sharing
-  unchanged parts with the state before), so a re-list hands over only what changed, and a
+  unchanged parts with the state before, its writers' field ownership dropped: ``trim``), so a re-list hands over only what changed, and a
   deletion carries the object's last state. Lists are read in pages.
 * How far each stream got (``version``), whether its watch is open (``is_open``) and when it
   last delivered (``delivered_at``) are what ``catchup`` proves positions with.
@@ -36,7 +36,7 @@ from dispatch.adapters.kubeflow.api.client import Connection, Gone, Session
 from dispatch.adapters.kubeflow.api.kinds import WatchedKind
 from dispatch.adapters.kubeflow.api.listwatch import list_pages, watch_raw
 from dispatch.adapters.kubeflow.live.attribution import TrainJobRef
-from dispatch.adapters.kubeflow.live.laststate import LastStates, share, version_of
+from dispatch.adapters.kubeflow.live.laststate import LastStates, share, trim, version_of
 from dispatch.adapters.kubeflow.objects import dig, text_of
 from dispatch.aio import Sleep, stop
 from dispatch.clock import Clock
@@ -162,9 +162,11 @@ class Streams:
                 self.last.claim(stream, key, ref)
 
     def update(self, stream: Stream, key: str, obj: dict[str, Any]) -> None:
-        """Hand over a new state of an object, compacted, sharing its unchanged parts with
-        the last one (``laststate``), and keep it as the object's last state."""
-        obj = share(obj, self.last.state(stream, key))
+        """Hand over a new state of an object, trimmed and compacted, sharing its unchanged
+        parts with the last one (the first, its equal parts with the stream's last state:
+        ``laststate``), and keep it as the object's last state."""
+        last = self.last.state(stream, key)
+        obj = share(trim(obj), last if last is not None else self.last.like(stream))
         self.last.keep(stream, key, obj, self._seen(obj))
 
     async def ready_session(self) -> Session:
@@ -255,7 +257,7 @@ class Streams:
                             key = key_of(obj)
                             last = self.last.state(stream, key)
                             self.last.drop(stream, key)
-                            self._seen(share(obj, last), deleted=True)
+                            self._seen(share(trim(obj), last), deleted=True)
                         else:
                             self.update(stream, key_of(obj), obj)
                         self._advance(stream, version)
