@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from dispatch.adapters.memory import Fault, MemoryAdapter, SimulatedCrash
 from dispatch.clock import CountingIds
-from dispatch.model import AttemptHandle, Cause, Job, RecordsUnavailable, State
+from dispatch.model import (
+    AttemptHandle,
+    Cause,
+    Evidence,
+    Job,
+    LeaseLost,
+    Observation,
+    Outcome,
+    RecordsUnavailable,
+    State,
+)
 from dispatch.records import JobRecord, Lease, SqliteRecords
 from dispatch.supervise import DecisionKind
 from dispatch.supervise.report import JobReport
@@ -507,3 +518,66 @@ def test_run_rides_out_records_that_stop_answering_for_a_while() -> None:
     run(world.supervisor().run(asyncio.Event(), until_idle=True))
     assert world.store.get_job(job).state is State.SUCCEEDED
     assert world.scheduler.creations == {(job, 1): 1}
+
+
+class _CountingLeases(SqliteRecords):
+    """A store that counts lease writes (acquisitions and renewals)."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(":memory:", clock=world.clock, ids=CountingIds())
+        self.lease_writes = 0
+
+    def acquire_lease(self, job_id: str, owner: str, ttl: float) -> Lease | None:
+        self.lease_writes += 1
+        return super().acquire_lease(job_id, owner, ttl)
+
+
+class _Delivered:
+    """A watcher whose stream delivered ``observation`` (taken once)."""
+
+    def __init__(self, observation: Observation | None) -> None:
+        self.observation = observation
+
+    def take(self, handle: AttemptHandle) -> Observation | None:
+        taken, self.observation = self.observation, None
+        return taken
+
+    def covers(self, handle: AttemptHandle) -> bool:
+        return False
+
+
+def test_an_observation_the_watch_delivered_is_recorded_under_the_tick_s_lease() -> None:
+    """Taken from the watch without an await, an observation's writes are fenced by the lease
+    the tick holds, with no renewal (a write of its own) before them; one read from the
+    scheduler, awaited, renews the lease first. A supervisor that took the job over since the
+    tick's lease makes the writes fail all the same, and nothing lands."""
+    world = World()
+    store = _CountingLeases(world)
+    world.store = store
+    job = world.submit("succeeded@30")
+    supervisor = world.supervisor()
+    run(supervisor.step())
+    [attempt] = store.attempts(job)
+    assert attempt.handle is not None
+    record = store.get_job(job).job
+    seen = Evidence(kind="pod", key="pod/a@1", observed_at=world.clock.now(), summary="seen")
+    running = Observation(attempt.handle, Outcome(State.RUNNING), evidence=(seen,))
+
+    assert supervisor._lease(job) is not None
+    supervisor.watcher = _Delivered(running)  # type: ignore[assignment]
+    before = store.lease_writes
+    run(supervisor._observe(record, 1, attempt.handle))
+    assert store.lease_writes == before  # fenced, not renewed
+    assert "pod/a@1" in {e.key for e in store.evidence(job, 1)}
+
+    supervisor.watcher = _Delivered(None)  # type: ignore[assignment]
+    run(supervisor._observe(record, 1, attempt.handle))  # read from the scheduler
+    assert store.lease_writes == before + 1
+
+    world.clock.advance(31)  # the lease expires and another supervisor takes the job
+    assert store.acquire_lease(job, "heir", 30.0) is not None
+    later = Evidence(kind="pod", key="pod/a@2", observed_at=world.clock.now(), summary="seen")
+    supervisor.watcher = _Delivered(replace(running, evidence=(later,)))  # type: ignore[assignment]
+    with pytest.raises(LeaseLost):
+        run(supervisor._observe(record, 1, attempt.handle))
+    assert "pod/a@2" not in {e.key for e in store.evidence(job, 1)}

@@ -510,11 +510,17 @@ class Supervisor:
     async def _observe(self, job: Job, attempt: int, handle: AttemptHandle) -> bool:
         self._seed(job, attempt, handle)
         observation = self.watcher.take(handle)
-        if observation is None:
-            if self.watcher.covers(handle):
-                return False  # the watch stream will say when something changes
+        if observation is not None:
+            # the watch's, taken without an await: the writes are fenced by the lease the
+            # tick holds, not preceded by a renewal (a write to the store of its own); a
+            # supervisor that took the job over since makes them fail all the same
+            fence = self._fence(job.id)
+        elif self.watcher.covers(handle):
+            return False  # the watch stream will say when something changes
+        else:
             observation = await self.adapter(job.cluster).observe(handle)
-        return record_observation(self.records, self._renew(job.id), attempt, observation)
+            fence = self._renew(job.id)
+        return record_observation(self.records, fence, attempt, observation)
 
     async def _cancel(
         self, job: Job, view: JobView, decision: Decision, handle: AttemptHandle
