@@ -1,6 +1,8 @@
 """Microseconds per call of two paths every object state a watch stream delivers goes through:
 decoding it and writing it as evidence (``json`` against ``dispatch.jsontext``), and keeping it
-beside the object's last state (``laststate.share``).
+beside the object's last state (``laststate.share``), or, for an object's first state, alone or
+sharing with the stream's last state, another object's (``LastStates.like``; skipped where it
+does not exist).
 
     python -m bench.hot_paths [--repeat 300]
 
@@ -56,6 +58,21 @@ def main() -> None:
         ),
         "laststate.share (next state)": per_call(lambda p: laststate.share(*p), pairs, args.repeat),
     }
+    # the first state of an object new to its stream: kept alone (compacted), and shared
+    # with the stream's last state, another object's (the TrainJob before it)
+    firsts = [(copy.deepcopy(o), None) for o in objs]
+    rows["laststate.share (first state)"] = per_call(
+        lambda p: laststate.share(*p), firsts, args.repeat
+    )
+    like = getattr(laststate.LastStates, "like", None)
+    if like is not None:
+        neighbours = [
+            (copy.deepcopy(o), laststate.compact(copy.deepcopy(objs[i - 1])))
+            for i, o in enumerate(objs)
+        ]
+        rows["laststate.share (first, neighbour)"] = per_call(
+            lambda p: laststate.share(*p), neighbours, args.repeat
+        )
     try:
         from dispatch import jsontext
     except ImportError:
@@ -65,7 +82,7 @@ def main() -> None:
         rows["jsontext.dumps"] = per_call(jsontext.dumps, objs, args.repeat)
     print(f"{len(objs)} TrainJobs of {size} bytes on average")
     for name, micros in rows.items():
-        print(f"{name:32s} {micros:7.1f} us")
+        print(f"{name:36s} {micros:7.1f} us")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ def test_hot_paths_prints_a_figure_for_every_path() -> None:
         "json.loads",
         "json.dumps (sorted, compact)",
         "laststate.share (next state)",
+        "laststate.share (first state)",
+        "laststate.share (first, neighbour)",
         "jsontext.loads",
         "jsontext.dumps",
     ]
