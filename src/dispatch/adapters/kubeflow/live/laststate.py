@@ -63,6 +63,7 @@ def compact(value: Any) -> Any:
 
 #: what is kept of each ``metadata.managedFields`` entry (``trim``)
 MANAGED_FIELDS_KEPT = ("manager", "operation", "apiVersion", "time", "subresource")
+_KEPT = frozenset(MANAGED_FIELDS_KEPT)
 
 
 def trim(obj: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +74,7 @@ def trim(obj: dict[str, Any]) -> dict[str, Any]:
     managed = metadata.get("managedFields") if isinstance(metadata, dict) else None
     if not isinstance(metadata, dict) or not isinstance(managed, list):
         return obj
-    if all(not isinstance(e, dict) or e.keys() <= set(MANAGED_FIELDS_KEPT) for e in managed):
+    if all(not isinstance(e, dict) or e.keys() <= _KEPT for e in managed):
         return obj
     entries = [
         {k: e[k] for k in MANAGED_FIELDS_KEPT if k in e} if isinstance(e, dict) else e

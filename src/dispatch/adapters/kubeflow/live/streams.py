@@ -15,8 +15,9 @@ asked to ``cover`` (Nodes once for the cluster) and hands every object state it 
   streams; a kind the cluster does not serve (404) or may not be read (403) is skipped, and
   the refusal is logged as a warning.
 * Each object's version and last state are kept per stream (``last``, compacted and sharing
-  unchanged parts with the state before, its writers' field ownership dropped: ``trim``), so a re-list hands over only what changed, and a
-  deletion carries the object's last state. Lists are read in pages.
+  unchanged parts with the state before, its writers' field ownership dropped: ``trim``), so
+  a re-list hands over only what changed, and a deletion carries the object's last state.
+  Lists are read in pages.
 * How far each stream got (``version``), whether its watch is open (``is_open``) and when it
   last delivered (``delivered_at``) are what ``catchup`` proves positions with.
 * ``synced`` is set once every stream has made its first list (or was skipped), so a first
