@@ -46,6 +46,7 @@ rate in the last minute, from the child's progress line and the parent's samples
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import math
@@ -55,6 +56,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,6 +114,25 @@ def cpu_per_job(
     if began is None or ended is None or not jobs:
         return None
     return round((ended - began) / jobs * 1000, 2)
+
+
+def open_at_most(
+    series: list[tuple[float, float]],
+    created: Mapping[str, float],
+    reported: Mapping[str, float],
+) -> dict[str, float] | None:
+    """Over the RSS samples (wall clock, MiB): the most attempts open at one of them (their
+    TrainJob created, their end not reported yet), the RSS then, and the first RSS sampled;
+    None without samples. What one open attempt costs, so the peaks of runs that submit at
+    different speeds (and so keep different numbers open at once) can be compared."""
+    if not series:
+        return None
+    starts = sorted(created.values())
+    ends = sorted(reported[name] for name in created if name in reported)
+    most, _, rss = max(
+        (bisect.bisect_right(starts, t) - bisect.bisect_right(ends, t), t, r) for t, r in series
+    )
+    return {"attempts": most, "rssMiB": round(rss, 1), "firstRssMiB": round(series[0][1], 1)}
 
 
 @dataclass
@@ -297,6 +318,8 @@ def summarise(
         # start costs it (the streams' and judgements' work meanwhile included)
         "submissionCpuMsPerJob": cpu_per_job(child.get("cpuSeries", []), first, submitted, jobs),
         "peakRssMiB": round(child.get("peakRssMiB", 0.0), 1),
+        # the most attempts open at once and the RSS then (dispatch only)
+        "openAtMost": open_at_most(child.get("rssSeries", []), times.created, reported),
         "wallSeconds": round(child.get("finished", 0) - child.get("began", 0), 1),
     }
 

@@ -12,7 +12,7 @@ type are written to FILE with the RSS and traced-size series, and, once every jo
 the sites still holding memory (slows the run down).
 OUT: per job the TrainJob name, final state and cause, and when the supervisor recorded the
 attempt's end (the records' log time, wall clock); plus this process's CPU seconds and peak
-RSS, and its CPU seconds sampled over the run (``cpuSeries``). The jobs are put in the records first (as ``dispatch submit`` does), then one supervisor
+RSS, and its CPU seconds and RSS sampled over the run (``cpuSeries``, ``rssSeries``). The jobs are put in the records first (as ``dispatch submit`` does), then one supervisor
 starts and supervises them all (as ``dispatch supervise --exit-when-idle`` does).
 """
 
@@ -150,11 +150,27 @@ class MemoryProbe:
         self.out.write_text(json.dumps(found, indent=1))
 
 
-async def sample_cpu(series: list[tuple[float, float]]) -> None:
+def rss_now_mib() -> float | None:
+    """This process's resident set now, MiB (None where ``/proc`` does not say)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+async def sample_cpu(
+    series: list[tuple[float, float]], rss: list[tuple[float, float]] | None = None
+) -> None:
     """(wall clock, this process's CPU seconds) every ``CPU_EVERY`` s, into ``series``: what the
-    supervisor spent between two moments of the run (``bench.scale``: while it submitted)."""
+    supervisor spent between two moments of the run (``bench.scale``: while it submitted);
+    and (wall clock, its RSS in MiB) into ``rss``: how many attempts were open at its peak."""
     while True:
-        series.append((time.time(), time.process_time()))
+        now = time.time()
+        series.append((now, time.process_time()))
+        resident = rss_now_mib() if rss is not None else None
+        if rss is not None and resident is not None:
+            rss.append((now, resident))
         await asyncio.sleep(CPU_EVERY)
 
 
@@ -189,7 +205,8 @@ async def supervise(plan: dict[str, Any]) -> dict[str, Any]:
     probe = MemoryProbe(Path(plan["memory"])) if plan.get("memory") else None
     sampling = asyncio.ensure_future(probe.run()) if probe else None
     cpu: list[tuple[float, float]] = []
-    timing = asyncio.ensure_future(sample_cpu(cpu))
+    rss: list[tuple[float, float]] = []
+    timing = asyncio.ensure_future(sample_cpu(cpu, rss))
     began = time.time()
     await supervisor.run(asyncio.Event(), on_step=count, until_idle=True)
     finished = time.time()
@@ -218,7 +235,14 @@ async def supervise(plan: dict[str, Any]) -> dict[str, Any]:
             }
         )
     records.close()
-    return {"began": began, "finished": finished, "passes": passes, "jobs": out, "cpuSeries": cpu}
+    return {
+        "began": began,
+        "finished": finished,
+        "passes": passes,
+        "jobs": out,
+        "cpuSeries": cpu,
+        "rssSeries": rss,
+    }
 
 
 def main() -> None:
