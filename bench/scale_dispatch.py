@@ -12,8 +12,9 @@ type are written to FILE with the RSS and traced-size series, and, once every jo
 the sites still holding memory (slows the run down).
 OUT: per job the TrainJob name, final state and cause, and when the supervisor recorded the
 attempt's end (the records' log time, wall clock); plus this process's CPU seconds and peak
-RSS, and its CPU seconds and RSS sampled over the run (``cpuSeries``, ``rssSeries``). The jobs are put in the records first (as ``dispatch submit`` does), then one supervisor
-starts and supervises them all (as ``dispatch supervise --exit-when-idle`` does).
+RSS, and its CPU seconds and RSS sampled over the run (``cpuSeries``, ``rssSeries``). The
+jobs are put in the records first (as ``dispatch submit`` does), then one supervisor starts
+and supervises them all (as ``dispatch supervise --exit-when-idle`` does).
 """
 
 from __future__ import annotations
@@ -150,27 +151,16 @@ class MemoryProbe:
         self.out.write_text(json.dumps(found, indent=1))
 
 
-def rss_now_mib() -> float | None:
-    """This process's resident set now, MiB (None where ``/proc`` does not say)."""
-    try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-async def sample_cpu(
-    series: list[tuple[float, float]], rss: list[tuple[float, float]] | None = None
-) -> None:
+async def sample_cpu(series: list[tuple[float, float]], rss: list[tuple[float, float]]) -> None:
     """(wall clock, this process's CPU seconds) every ``CPU_EVERY`` s, into ``series``: what the
     supervisor spent between two moments of the run (``bench.scale``: while it submitted);
-    and (wall clock, its RSS in MiB) into ``rss``: how many attempts were open at its peak."""
+    and (wall clock, its RSS in MiB) into ``rss`` where ``/proc`` tells it: how many attempts
+    were open at once, and the RSS then."""
     while True:
         now = time.time()
         series.append((now, time.process_time()))
-        resident = rss_now_mib() if rss is not None else None
-        if rss is not None and resident is not None:
-            rss.append((now, resident))
+        with contextlib.suppress(OSError):
+            rss.append((now, rss_mib()))
         await asyncio.sleep(CPU_EVERY)
 
 
