@@ -3,7 +3,9 @@ a traceback; a record that cannot be read is skipped by ``list`` and reported (i
 
 from __future__ import annotations
 
+import multiprocessing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -13,6 +15,37 @@ from dispatch.model import StateError, parse_spec
 from dispatch.records import SqliteRecords, database_path
 
 SPEC = parse_spec({"name": "faulty", "command": ["true"]})
+
+
+def _open_at_once(path: str, start: Any, answers: Any) -> None:
+    start.wait()
+    try:
+        records = SqliteRecords(path)
+        records.list_jobs()
+        records.close()
+        answers.put("")
+    except StateError as exc:
+        answers.put(str(exc))
+
+
+def test_processes_opening_new_records_at_once_all_open_them(tmp_path: Path) -> None:
+    """`dispatch run` creating the records while `dispatch list` opens them: the switch to
+    write-ahead logging, which SQLite answers "database is locked" at once when another
+    process holds the new database, waits for its turn instead of failing (the CI saw
+    `list` fail so). Four processes open each of 30 new databases at the same moment."""
+    context = multiprocessing.get_context("fork")
+    answers = context.Queue()
+    for round_ in range(30):
+        start = context.Barrier(4)
+        path = str(tmp_path / f"{round_}" / "records.sqlite3")
+        workers = [
+            context.Process(target=_open_at_once, args=(path, start, answers)) for _ in range(4)
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=60)
+        assert [answers.get(timeout=10) for _ in workers] == ["", "", "", ""]
 
 
 def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -82,7 +84,7 @@ class SqliteRecords:
             self._db.row_factory = sqlite3.Row
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             if self.path != ":memory:":
-                self._db.execute("PRAGMA journal_mode = WAL")
+                _write_ahead_log(self._db)
                 self._db.execute("PRAGMA synchronous = NORMAL")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._migrate()
@@ -574,6 +576,25 @@ def unusable(path: str, exc: BaseException) -> StateError:
     if why is None and isinstance(exc, OSError):
         why = f"cannot be created or opened ({exc.strerror or exc}): check its folder"
     return StateError(f"{path} (dispatch's records) {why or f'cannot be used ({exc})'}")
+
+
+def _write_ahead_log(db: sqlite3.Connection) -> None:
+    """Switch the database to write-ahead logging. The switch (made once, by the first
+    connection to a new database) needs the exclusive lock, and when processes open the
+    same new database at once SQLite answers "database is locked" without waiting in the
+    busy handler (two holders of the shared lock would otherwise wait for each other): the
+    switch is retried, after a short random pause, within the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.005
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(random.uniform(pause / 2, pause))
+        pause = min(pause * 2, 0.2)
 
 
 def _private_file(path: Path) -> None:
