@@ -206,6 +206,30 @@ def test_create_job_held_records_the_hold_in_the_same_write(
     )
 
 
+def test_an_ended_job_is_read_right_and_not_kept(store: Records) -> None:
+    """What the store's reader keeps of a job (its parsed row, spec, attempts, log) goes
+    when the job ends, and reading it afterwards keeps nothing again: a supervisor that
+    finishes jobs for days holds only the open ones. Internals of both stores' reader."""
+    kept = store._rows  # type: ignore[attr-defined]
+    ended, still_open = store.create_job(SPEC), store.create_job(SPEC)
+    for job in (ended, still_open):
+        store.create_attempt(job.id, 1)
+        store.set_handle(job.id, 1, AttemptHandle(job.id, 1, "local", native=job.id))
+        store.record_outcome(job.id, 1, Outcome(State.FAILED, Cause.APP_ERROR, "exit 3"))
+        store.append_log(job.id, "note", {"job": job.id})
+        store.set_job_status(job.id, State.RUNNING)
+        assert (store.get_job(job.id).state, len(store.attempts(job.id))) == (State.RUNNING, 1)
+        assert len(store.log(job.id)) == 1
+    assert set(kept._jobs) == set(kept._parts) == {ended.id, still_open.id}
+    store.set_job_status(ended.id, State.FAILED, Cause.APP_ERROR, "exit 3")
+    assert set(kept._jobs) == set(kept._parts) == {still_open.id}
+    record = store.get_job(ended.id)
+    assert (record.state, record.cause, record.job.spec) == (State.FAILED, Cause.APP_ERROR, SPEC)
+    assert store.list_jobs()[0].job.spec == SPEC
+    assert set(kept._jobs) == {still_open.id}
+    assert store.get_job(still_open.id).job.spec == SPEC  # its spec parsed again if need be
+
+
 # --- several processes ----------------------------------------------------------------------
 
 

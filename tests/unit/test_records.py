@@ -43,8 +43,8 @@ def test_a_job_read_again_and_again_keeps_one_parsed_row_and_one_spec_text() -> 
     job = store.create_job(SPEC)
     first = store.get_job(job.id)
     assert store.get_job(job.id) is first  # the same row: parsed once
-    for state in (State.QUEUED, State.RUNNING, State.FAILED):
-        store.set_job_status(job.id, state, Cause.APP_ERROR if state is State.FAILED else None)
+    for state in (State.QUEUED, State.RUNNING, State.HELD):
+        store.set_job_status(job.id, state, Cause.APP_ERROR if state is State.HELD else None)
         record = store.get_job(job.id)
         assert record.state is state  # a changed row is parsed again
         assert record.job.spec is first.job.spec  # its spec is not

@@ -314,6 +314,8 @@ class PostgresRecords:
                 and not db.execute("SELECT 1 FROM jobs WHERE id = %s", (job_id,)).fetchone()
             ):
                 raise NotFound(f"no job {job_id!r}")
+        if state.is_terminal:
+            self._rows.forget(job_id)
         return bool(updated)
 
     def request_cancel(self, job_id: str, actor: str, reason: str) -> bool:

@@ -9,6 +9,7 @@ validates a spec each time: the values are immutable, so each distinct row is pa
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from dispatch import jsontext
@@ -22,10 +23,10 @@ from dispatch.records.base import (
     LogEntry,
 )
 
-#: parsed rows kept per store and kind (immutable values; parsing a spec is most of the cost
-#: of reading a job): more than the open jobs and live attempts one supervisor follows, since
-#: its full pass reads every open job and its watch refresh every live attempt; a parsed spec
-#: holds about 3 KiB (4 with its text), so 16,384 of them are ~64 MiB at most
+#: jobs (and specs) whose parsed rows are kept per store (immutable values; parsing a spec is
+#: most of the cost of reading a job): more than the open jobs one supervisor follows, since
+#: its full pass reads every open job and its watch refresh every live attempt; an open job's
+#: parsed row, spec and text hold about 5 KiB, so 16,384 of them are ~80 MiB at most
 PARSED_CACHE_SIZE = 16_384
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -43,16 +44,18 @@ def dump(value: Any) -> str:
 
 
 class RowReader:
-    """Parses rows into records, each distinct row once."""
+    """Parses rows into records, each distinct row once. What is kept is a job's while it is
+    open: a job once ended is not kept (``forget``), since no supervisor reads it again and a
+    long-lived one would otherwise hold every job it ever finished."""
 
     def __init__(self) -> None:
         #: a spec's text -> (that text as first read, the spec parsed)
         self._specs: dict[str, tuple[str, JobSpec]] = {}
-        #: per job, its row as last read (its spec the text parsed once) and that row parsed
-        self._jobs: dict[str, tuple[tuple[Any, ...], JobRecord]] = {}
-        self._handles: dict[str, AttemptHandle] = {}
-        self._outcomes: dict[str, Outcome] = {}
-        self._log_entries: dict[int, LogEntry] = {}
+        #: per job, its row as last read (its spec the text parsed once), that row parsed and
+        #: its spec's text
+        self._jobs: dict[str, tuple[tuple[Any, ...], JobRecord, str]] = {}
+        #: per job, its attempts' handles and outcomes by their text, its log entries by seq
+        self._parts: dict[str, _JobParts] = {}
 
     @staticmethod
     def _cached(cache: dict[K, V], key: K, make: Callable[[], V]) -> V:
@@ -63,30 +66,39 @@ class RowReader:
             value = cache[key] = make()
         return value
 
-    def handle(self, text: str) -> AttemptHandle:
-        return self._cached(
-            self._handles, text, lambda: AttemptHandle.from_json(jsontext.loads(text))
-        )
+    def _job_parts(self, job_id: str) -> _JobParts:
+        return self._cached(self._parts, job_id, _JobParts)
 
-    def outcome(self, text: str) -> Outcome:
-        return self._cached(self._outcomes, text, lambda: Outcome.from_json(jsontext.loads(text)))
+    def forget(self, job_id: str) -> None:
+        """The job has ended: drop what is kept for it. Its spec's text goes too: another
+        open job whose spec is the same text (the same file submitted twice) parses it once
+        more at its next read."""
+        cached = self._jobs.pop(job_id, None)
+        self._parts.pop(job_id, None)
+        if cached is not None:
+            self._specs.pop(cached[2], None)
 
     def job(self, row: Row, values: tuple[Any, ...]) -> JobRecord:
-        """``values``: the row's (a changed row is parsed again). One row is kept per job, the
-        last read (a job's row changes with each step; its earlier rows are not read again),
-        its spec the text already held with the parsed spec, not the copy each read makes."""
-        text = row["spec"]
+        """``values``: the row's (a changed row is parsed again). One row is kept per open job,
+        the last read (a job's row changes with each step; its earlier rows are not read
+        again), its spec the text already held with the parsed spec, not the copy each read
+        makes. The row of an ended job is parsed and not kept."""
+        text, job_id = row["spec"], row["id"]
+        if State(row["state"]).is_terminal:
+            self.forget(job_id)
+            found = self._specs.get(text)
+            return self._parse_job(row, found[1] if found else JobSpec.model_validate_json(text))
         held, spec = self._cached(
             self._specs, text, lambda: (text, JobSpec.model_validate_json(text))
         )
         key = tuple(held if v is text else v for v in values)
-        cached = self._jobs.get(row["id"])
+        cached = self._jobs.get(job_id)
         if cached is not None and cached[0] == key:
             return cached[1]
         record = self._parse_job(row, spec)
         if cached is None and len(self._jobs) >= PARSED_CACHE_SIZE:
             self._jobs.clear()
-        self._jobs[row["id"]] = (key, record)
+        self._jobs[job_id] = (key, record, held)
         return record
 
     def _parse_job(self, row: Row, spec: JobSpec) -> JobRecord:
@@ -114,31 +126,57 @@ class RowReader:
         )
 
     def attempts(self, rows: Iterable[Row]) -> list[AttemptRecord]:
-        return [
-            AttemptRecord(
-                job_id=r["job_id"],
-                attempt=r["attempt"],
-                created_at=r["created_at"],
-                handle=self.handle(r["handle"]) if r["handle"] else None,
-                outcome=self.outcome(r["outcome"]) if r["outcome"] else None,
-                ended_at=r["ended_at"],
+        found = []
+        for r in rows:
+            parts = self._job_parts(r["job_id"])
+            handle, outcome = r["handle"], r["outcome"]
+            found.append(
+                AttemptRecord(
+                    job_id=r["job_id"],
+                    attempt=r["attempt"],
+                    created_at=r["created_at"],
+                    handle=parts.handle(handle) if handle else None,
+                    outcome=parts.outcome(outcome) if outcome else None,
+                    ended_at=r["ended_at"],
+                )
             )
-            for r in rows
-        ]
+        return found
 
     def log_entry(self, row: Row) -> LogEntry:
         """Log rows are append-only: an entry, once read, never changes."""
-        return self._cached(
-            self._log_entries,
-            int(row["seq"]),
-            lambda: LogEntry(
+        entries = self._job_parts(row["job_id"]).log
+        seq = int(row["seq"])
+        entry = entries.get(seq)
+        if entry is None:
+            entry = entries[seq] = LogEntry(
                 seq=row["seq"],
                 job_id=row["job_id"],
                 at=row["at"],
                 kind=row["kind"],
                 data=jsontext.loads(row["data"]),
-            ),
-        )
+            )
+        return entry
+
+
+@dataclass(slots=True)
+class _JobParts:
+    """One job's parsed attempt values and log entries (a job's own: bounded by its rows)."""
+
+    handles: dict[str, AttemptHandle] = field(default_factory=dict)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    log: dict[int, LogEntry] = field(default_factory=dict)
+
+    def handle(self, text: str) -> AttemptHandle:
+        found = self.handles.get(text)
+        if found is None:
+            found = self.handles[text] = AttemptHandle.from_json(jsontext.loads(text))
+        return found
+
+    def outcome(self, text: str) -> Outcome:
+        found = self.outcomes.get(text)
+        if found is None:
+            found = self.outcomes[text] = Outcome.from_json(jsontext.loads(text))
+        return found
 
 
 def evidence(row: Row) -> Evidence:

@@ -275,6 +275,8 @@ class SqliteRecords:
                 and not db.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone()
             ):
                 raise NotFound(f"no job {job_id!r}")
+        if state.is_terminal:
+            self._rows.forget(job_id)
         return bool(updated)
 
     def request_cancel(self, job_id: str, actor: str, reason: str) -> bool:
