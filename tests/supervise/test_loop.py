@@ -252,6 +252,7 @@ class _Reports:
     def __init__(self, ready: dict[str, int]) -> None:
         self.ready = ready
         self.changed = asyncio.Event()
+        self.news = asyncio.Event()
 
     def follow(self, handles: object) -> None:
         pass
@@ -387,6 +388,48 @@ def test_a_slow_tick_holds_back_no_other(world: World) -> None:
     assert len(report.jobs) == 5
     assert ended_while_slow == started[1:]  # the four others, one after another, beside it
     assert most == 2
+
+
+def test_an_observed_end_is_ticked_beside_a_full_window(world: World) -> None:
+    """The window is full of starts waiting on a busy API server (and narrowed while the loop
+    runs late): a job whose stream reported its end is ticked at once beside them, not after
+    one of them ends; the pass's own ticks still wait for room, and at most ``ticks_at_once``
+    observed ones run beside the window."""
+    jobs = [world.submit("succeeded@30") for _ in range(8)]
+    supervisor = world.supervisor(ticks_at_once=2)
+    starts_may_end = asyncio.Event()
+    ready: dict[str, int] = {}
+    running: set[str] = set()
+    most = 0
+    ended: list[str] = []
+    ticked_while_full: list[str] = []
+
+    async def tick(job_id: str) -> JobReport:
+        nonlocal most
+        running.add(job_id)
+        most = max(most, len(running))
+        if job_id in ready:
+            ticked_while_full.append(job_id)
+            for _ in range(3):
+                await asyncio.sleep(0)
+            ready.pop(job_id)
+            if not ready:
+                starts_may_end.set()
+        elif not starts_may_end.is_set():
+            if len(running) == 2:  # the window is full: three of the others end meanwhile
+                ended.extend([j for j in jobs if j not in running][:3])
+                ready.update(dict.fromkeys(ended, 1))
+                supervisor.watcher.news.set()
+            await starts_may_end.wait()
+        running.discard(job_id)
+        return JobReport(job_id)
+
+    supervisor.watcher = _Reports(ready)  # type: ignore[assignment]
+    supervisor.tick = tick  # type: ignore[method-assign]
+    run(asyncio.wait_for(supervisor._pass(None, watched=True), 20))  # the starts never end
+    assert len(ended) == 3  # unless the three ended are ticked beside them
+    assert sorted(ticked_while_full) == sorted(ended)
+    assert most == 4  # the window of 2, and 2 observed ticks beside it at most
 
 
 @pytest.mark.parametrize("late", [0.0, 0.3])

@@ -19,6 +19,7 @@ import asyncio
 import math
 from collections import deque
 from collections.abc import Callable, Collection
+from typing import Any
 
 from dispatch.adapters.base import Adapter, Draining, EvidenceSeeder, LateEvidence
 from dispatch.aio import LoopLag, first_of, stop
@@ -228,8 +229,11 @@ class Supervisor:
         for the next at once (a window, not waves: a start waiting out a ``Retry-After`` holds
         back no other), so a pass that starts thousands of jobs waits on the API server that
         many requests at a time, not one. While the event loop runs late, fewer run at once
-        (``_adapt``). With ``ticks_at_once`` 1 every tick is awaited in turn, on no task of
-        its own. Cancelled, it cancels its ticks and waits for their end.
+        (``_adapt``). A tick for an observation (the end a stream reported) does not wait for
+        room in that window: up to ``ticks_at_once`` of them run beside it, so an end is
+        recorded while the window is full of starts each waiting on a busy API server. With
+        ``ticks_at_once`` 1 every tick is awaited in turn, on no task of its own. Cancelled,
+        it cancels its ticks and waits for their end.
         ``look`` False (``run`` between its full passes): the open jobs are not read again,
         so jobs created since are found by the next full pass, and a pass costs what it ticks."""
         reconciled = [] if self._reconciled else await self.reconcile()
@@ -277,15 +281,22 @@ class Supervisor:
                     break
                 reports.append(await self.tick(job_id))
             else:
-                while failed is None and len(running) < max(1, int(self.width)):
-                    job_id = self._next_tick(pending, set(running.values()), interleaved)
+                while failed is None:
+                    width = max(1, int(self.width))
+                    if len(running) >= width + self.ticks_at_once:
+                        break
+                    job_id = self._next_tick(
+                        pending, set(running.values()), interleaved, observed=len(running) >= width
+                    )
                     if job_id is None:
                         break
                     running[asyncio.ensure_future(self.tick(job_id))] = job_id
                 if not running:
                     break
-                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-                self._adapt(len(done))
+                # after a failure only the ticks running are waited for: nothing new starts
+                done = await self._tick_ended_or_news(running, watched and failed is None)
+                if done:
+                    self._adapt(len(done))
                 for tick in sorted(done, key=lambda t: running[t]):
                     del running[tick]
                     error = tick.exception()
@@ -300,6 +311,7 @@ class Supervisor:
             if self._follow_due():
                 self._follow()
             busy = set(running.values())
+            self.watcher.news.clear()  # what arrives from here on wakes ``_tick_ended_or_news``
             for job_id in self.watcher.ready_jobs():
                 # again for each new observation: a long pass (one that submits thousands
                 # of jobs) must not hold back the end of a job it ticked earlier in the pass.
@@ -311,6 +323,23 @@ class Supervisor:
                     interleaved[job_id] = arrival
                     pending.appendleft((job_id, False))
         return failed
+
+    async def _tick_ended_or_news(
+        self, running: dict[asyncio.Future[JobReport], str], watched: bool
+    ) -> set[asyncio.Future[JobReport]]:
+        """Wait until a tick ends (those ended are returned) or, in a watched pass, a stream
+        delivers something new (none returned): an end reported while every tick running
+        waits on the API server is ticked then, not after one of them."""
+        if not watched:
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            return done
+        news: asyncio.Future[Any] = asyncio.ensure_future(self.watcher.news.wait())
+        waiting: set[asyncio.Future[Any]] = {*running, news}
+        try:
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            news.cancel()
+        return {tick for tick in running if tick in done}
 
     def _adapt(self, ended: int) -> None:
         """After ``ended`` ticks ended: fewer ticks at once while the event loop runs late
@@ -327,13 +356,21 @@ class Supervisor:
 
     @staticmethod
     def _next_tick(
-        pending: deque[tuple[str, bool]], busy: set[str], interleaved: dict[str, int]
+        pending: deque[tuple[str, bool]],
+        busy: set[str],
+        interleaved: dict[str, int],
+        *,
+        observed: bool = False,
     ) -> str | None:
         """The next job to tick (None: none can start now): never one being ticked (it waits
-        at the front), nor the pass's own tick of a job ticked for an observation already."""
+        at the front), nor the pass's own tick of a job ticked for an observation already.
+        ``observed``: only a tick for an observation (those wait at the front, before the
+        pass's own ticks)."""
         skipped: list[tuple[str, bool]] = []
         chosen: str | None = None
         while pending:
+            if observed and pending[0][1]:
+                break
             job_id, own = pending.popleft()
             if own and job_id in interleaved:
                 continue

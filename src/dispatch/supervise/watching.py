@@ -40,6 +40,9 @@ class Watcher:
         self._arrivals = 0
         self._arrived: dict[str, int] = {}  # job -> number of the last observation delivered
         self.changed = asyncio.Event()
+        #: set with ``changed``; cleared by the supervisor's pass each time it takes the jobs
+        #: ready (``changed`` is cleared only between passes)
+        self.news = asyncio.Event()
 
     def follow(self, handles: Sequence[AttemptHandle]) -> None:
         """Watch exactly these attempts; a cluster's stream restarts when its set changes."""
@@ -78,6 +81,7 @@ class Watcher:
                     observation = replace(observation, evidence=evidence)
                 self._latest[key] = observation
                 self.changed.set()
+                self.news.set()
         except DispatchError:
             pass  # the stream broke: the supervisor falls back to observe until it restarts
         finally:
@@ -86,6 +90,7 @@ class Watcher:
                 for handle in handles:  # ``observe`` stands in meanwhile: repeat nothing
                     self._delivered.pop(_key(handle), None)
                 self.changed.set()
+                self.news.set()
 
     def _stop(self, cluster: str) -> None:
         task = self._tasks.pop(cluster, None)
