@@ -53,7 +53,7 @@ DEFAULT_SETTLE = 120.0
 DEFAULT_END_GRACE = 600.0
 
 
-@dataclass
+@dataclass(slots=True)
 class Standing:
     """What the adapter concluded about one attempt so far."""
 
@@ -113,7 +113,7 @@ class Verdicts:
         ``settled``: report a terminal outcome at once (a one-shot ``observe`` has complete
         lists, so nothing explaining is still on its way). ``position``/``caught_up``: the
         capture's progress (see the module docstring)."""
-        standing = self.standings.setdefault(name, Standing())
+        standing = self._standing(name)
         if standing.replaced and standing.final is not None:
             return standing.final
         if standing.final is not None:
@@ -374,7 +374,7 @@ class Verdicts:
     def replaced(self, name: str, outcome: Outcome) -> Outcome:
         """The name now holds another TrainJob (``identity``): the attempt's outcome is final
         (``outcome``, unless one was final before) and nothing under the name is retired."""
-        standing = self.standings.setdefault(name, Standing())
+        standing = self._standing(name)
         standing.replaced = True
         if standing.final is None:
             standing.final = outcome
@@ -383,11 +383,19 @@ class Verdicts:
         return standing.final
 
     def retired(self, name: str) -> None:
-        self.standings.setdefault(name, Standing()).retired = True
+        self._standing(name).retired = True
 
     def rerun(self, name: str) -> Evidence | None:
         standing = self.standings.get(name)
         return standing.rerun if standing else None
+
+    def _standing(self, name: str) -> Standing:
+        """The standing of ``name``, made when there is none (not made and thrown away on
+        every judgement)."""
+        standing = self.standings.get(name)
+        if standing is None:
+            standing = self.standings[name] = Standing()
+        return standing
 
     def forget(self, name: str) -> None:
         self.standings.pop(name, None)
