@@ -57,17 +57,8 @@ class RowReader:
         #: per job, its attempts' handles and outcomes by their text, its log entries by seq
         self._parts: dict[str, _JobParts] = {}
 
-    @staticmethod
-    def _cached(cache: dict[K, V], key: K, make: Callable[[], V]) -> V:
-        value = cache.get(key)
-        if value is None:
-            if len(cache) >= PARSED_CACHE_SIZE:
-                cache.clear()
-            value = cache[key] = make()
-        return value
-
     def _job_parts(self, job_id: str) -> _JobParts:
-        return self._cached(self._parts, job_id, _JobParts)
+        return _cached(self._parts, job_id, _JobParts)
 
     def forget(self, job_id: str) -> None:
         """The job has ended: drop what is kept for it. Its spec's text goes too: another
@@ -85,12 +76,10 @@ class RowReader:
         makes. The row of an ended job is parsed and not kept."""
         text, job_id = row["spec"], row["id"]
         if State(row["state"]).is_terminal:
+            found = self._specs.get(text)  # taken before ``forget`` drops it
             self.forget(job_id)
-            found = self._specs.get(text)
             return self._parse_job(row, found[1] if found else JobSpec.model_validate_json(text))
-        held, spec = self._cached(
-            self._specs, text, lambda: (text, JobSpec.model_validate_json(text))
-        )
+        held, spec = _cached(self._specs, text, lambda: (text, JobSpec.model_validate_json(text)))
         key = tuple(held if v is text else v for v in values)
         cached = self._jobs.get(job_id)
         if cached is not None and cached[0] == key:
@@ -144,39 +133,44 @@ class RowReader:
 
     def log_entry(self, row: Row) -> LogEntry:
         """Log rows are append-only: an entry, once read, never changes."""
-        entries = self._job_parts(row["job_id"]).log
-        seq = int(row["seq"])
-        entry = entries.get(seq)
-        if entry is None:
-            entry = entries[seq] = LogEntry(
+        return _cached(
+            self._job_parts(row["job_id"]).log,
+            int(row["seq"]),
+            lambda: LogEntry(
                 seq=row["seq"],
                 job_id=row["job_id"],
                 at=row["at"],
                 kind=row["kind"],
                 data=jsontext.loads(row["data"]),
-            )
-        return entry
+            ),
+        )
 
 
 @dataclass(slots=True)
 class _JobParts:
-    """One job's parsed attempt values and log entries (a job's own: bounded by its rows)."""
+    """One job's parsed attempt values and log entries (a job's own: bounded by its rows,
+    and by ``PARSED_CACHE_SIZE`` each)."""
 
     handles: dict[str, AttemptHandle] = field(default_factory=dict)
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     log: dict[int, LogEntry] = field(default_factory=dict)
 
     def handle(self, text: str) -> AttemptHandle:
-        found = self.handles.get(text)
-        if found is None:
-            found = self.handles[text] = AttemptHandle.from_json(jsontext.loads(text))
-        return found
+        return _cached(self.handles, text, lambda: AttemptHandle.from_json(jsontext.loads(text)))
 
     def outcome(self, text: str) -> Outcome:
-        found = self.outcomes.get(text)
-        if found is None:
-            found = self.outcomes[text] = Outcome.from_json(jsontext.loads(text))
-        return found
+        return _cached(self.outcomes, text, lambda: Outcome.from_json(jsontext.loads(text)))
+
+
+def _cached(cache: dict[K, V], key: K, make: Callable[[], V]) -> V:
+    """``cache[key]``, made by ``make`` when missing; a cache at ``PARSED_CACHE_SIZE`` is
+    emptied first."""
+    value = cache.get(key)
+    if value is None:
+        if len(cache) >= PARSED_CACHE_SIZE:
+            cache.clear()
+        value = cache[key] = make()
+    return value
 
 
 def evidence(row: Row) -> Evidence:

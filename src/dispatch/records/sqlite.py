@@ -593,7 +593,7 @@ def _write_ahead_log(db: sqlite3.Connection) -> None:
             db.execute("PRAGMA journal_mode = WAL")
             return
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
                 raise
         time.sleep(random.uniform(pause / 2, pause))
         pause = min(pause * 2, 0.2)
