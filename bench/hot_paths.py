@@ -2,7 +2,8 @@
 decoding it and writing it as evidence (``json`` against ``dispatch.jsontext``), and keeping it
 beside the object's last state (``laststate.share``), or, for an object's first state, alone or
 sharing with the stream's last state, another object's (``LastStates.like``; skipped where it
-does not exist).
+does not exist); and planning one attempt of each example job (``plan_objects``: the objects a
+start creates, built and checked), each call for a new job id.
 
     python -m bench.hot_paths [--repeat 300]
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
+import itertools
 import json
 import timeit
 from pathlib import Path
@@ -41,6 +44,35 @@ def per_call(fn: Any, items: list[Any], repeat: int) -> float:
     """Microseconds per item, the best of three runs of ``repeat`` passes."""
     best = min(timeit.repeat(lambda: [fn(i) for i in items], number=repeat, repeat=3))
     return best / repeat / len(items) * 1e6
+
+
+def _plan_one(ids: Any, spec: Any, runtime: Any, settings: Any, _: object) -> Any:
+    from dispatch.adapters.kubeflow.planning.plan import plan_objects
+    from dispatch.model import Job
+
+    job = Job(id=f"{spec.name}-{next(ids):05d}", spec=spec, created_at=0.0)
+    return plan_objects(job, 1, runtime, settings)
+
+
+def plan_rows(repeat: int) -> dict[str, float]:
+    """Microseconds per ``plan_objects`` of the example jobs that plan objects, one row with
+    resources asked (``torch``: their quantities go through Trainer's models) and one without
+    (``plain``); each call plans a job of a new id, as every start does."""
+    from tests.kubeflow.helpers import JOBS, cluster_settings, example_runtimes
+
+    from dispatch.model import load_spec
+
+    rows: dict[str, float] = {}
+    runtimes = example_runtimes()
+    for stem in ("torch", "plain"):
+        spec = load_spec(JOBS / f"{stem}.yaml")
+        assert spec.runtime is not None
+        runtime = runtimes[(spec.runtime.kind.value, spec.runtime.name)]
+        settings = cluster_settings(spec.cluster)
+
+        plan = functools.partial(_plan_one, itertools.count(), spec, runtime, settings)
+        rows[f"plan_objects ({stem})"] = per_call(plan, [None], max(1, repeat // 3))
+    return rows
 
 
 def main() -> None:
@@ -80,6 +112,7 @@ def main() -> None:
     else:
         rows["jsontext.loads"] = per_call(jsontext.loads, texts, args.repeat)
         rows["jsontext.dumps"] = per_call(jsontext.dumps, objs, args.repeat)
+    rows.update(plan_rows(args.repeat))
     print(f"{len(objs)} TrainJobs of {size} bytes on average")
     for name, micros in rows.items():
         print(f"{name:36s} {micros:7.1f} us")

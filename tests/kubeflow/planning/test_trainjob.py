@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -268,6 +269,52 @@ def test_the_spec_hash_ignores_how_the_spec_was_written() -> None:
 
 def test_the_same_inputs_give_the_same_objects() -> None:
     assert plan(spec()).to_json() == plan(spec()).to_json()
+
+
+def models_answer(manifest: dict[str, Any]) -> str:
+    """What Trainer's models write of ``manifest``, as JSON text (key order included)."""
+    from kubeflow_trainer_api.models import TrainerV1alpha1TrainJob
+
+    return json.dumps(TrainerV1alpha1TrainJob.from_dict(manifest).to_dict())
+
+
+def test_a_manifest_of_a_shape_seen_is_written_as_the_models_write_it() -> None:
+    build._SURVIVED.clear()
+    resources = {"gpu": 1, "cpu": "4", "memory": "8Gi"}
+    _, first = objects(plan(spec(resources=resources, env={"A": "1"})))
+    assert len(build._SURVIVED) == 1
+    # another job of the same shape (other names, env values and quantities): not sent
+    # through the models again, yet written exactly as they write it
+    other = plan_objects(
+        Job("other-zz99q", spec(resources={**resources, "cpu": "2"}, env={"A": "2"}), 0.0),
+        3,
+        example_runtime("torch"),
+        SETTINGS,
+    )
+    second = {a.kind: dict(a.content) for a in other.artifacts}["TrainJob"]
+    assert len(build._SURVIVED) == 1
+    assert second != first
+    assert json.dumps(second) == models_answer(second)
+
+
+def test_a_field_the_models_drop_is_refused_whatever_was_seen_before() -> None:
+    build._SURVIVED.clear()
+    _, manifest = objects(plan(spec()))
+    unknown = copy.deepcopy(manifest)
+    unknown["spec"]["trainer"]["notAField"] = "x"
+    with pytest.raises(ValueError, match="does not survive"):
+        build._through_trainer_models(unknown)
+    assert len(build._SURVIVED) == 1
+
+
+def test_the_shapes_kept_are_bounded() -> None:
+    build._SURVIVED.clear()
+    _, manifest = objects(plan(spec()))
+    for n in range(build.MAX_SHAPES + 10):
+        grown = copy.deepcopy(manifest)
+        grown["spec"]["trainer"]["args"] = ["x"] * (n + 1)  # another shape each time
+        build._through_trainer_models(grown)
+    assert len(build._SURVIVED) == build.MAX_SHAPES
 
 
 # --- refusals --------------------------------------------------------------------------------
