@@ -12,6 +12,9 @@ through orjson, with the results of the standard library's ``json``.
   is not a string, a lone surrogate) is written by ``json`` with the same options.
 * ``same(a, b)``: whether two values write the same JSON text, keys in their order (a value
   orjson cannot write is never the same).
+* ``plain(value)``: whether ``value`` is JSON data alone (dicts with string keys, lists and
+  tuples, strings, integers of 64 bits, floats, booleans, None, enums (written as their
+  values); no other subclass of these, no date, no dataclass): what a client sends as it is.
 * ``encode`` writes compact JSON as UTF-8 bytes with the keys in their order, as an API server
   writes an object (Go's ``encoding/json`` writes non-ASCII as UTF-8 too); a value orjson
   cannot write is written by ``json`` (compact, non-ASCII escaped).
@@ -67,3 +70,20 @@ def same(a: Any, b: Any) -> bool:
         return orjson.dumps(a) == orjson.dumps(b)
     except TypeError:
         return False
+
+
+#: what orjson refuses to write for ``plain`` instead of converting it
+_PASSTHROUGH = (
+    orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+
+def plain(value: Any) -> bool:
+    """Whether ``value`` is JSON data alone (see the module docstring)."""
+    try:
+        orjson.dumps(value, option=_PASSTHROUGH)
+    except TypeError:
+        return False
+    return True

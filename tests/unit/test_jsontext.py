@@ -113,3 +113,26 @@ def test_same_is_json_text_equality_not_python_equality() -> None:
     assert not jsontext.same({"n": 1}, {"n": 1.0}) and {"n": 1} == {"n": 1.0}
     assert not jsontext.same({"a": 1, "b": 2}, {"b": 2, "a": 1})  # keys in their order
     assert not jsontext.same({"big": 10**30}, {"big": 10**30})  # orjson cannot write it
+
+
+def test_plain_is_json_data_alone() -> None:
+    import dataclasses
+    import datetime
+
+    class Name(str):
+        pass
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    assert jsontext.plain({"a": [1, 2.5, True, None, "x", (1, 2)], "b": {"c": []}})
+    assert jsontext.plain([])
+    for value in (
+        {"when": datetime.datetime(2026, 1, 1)},
+        [Point(1)],
+        {"name": Name("a")},
+        {"big": 2**64},
+        {1: "key not a string"},
+    ):
+        assert not jsontext.plain(value), value

@@ -485,3 +485,29 @@ def test_the_proxy_of_the_environment_is_chosen_once_and_no_proxy_honoured(
     else:
         assert connections >= 1
         assert lines[0].startswith(b"POST http://") and b"/trainjobs" in lines[0]
+
+
+def test_a_plain_body_is_sent_as_it_is_and_models_are_still_converted() -> None:
+    import datetime
+
+    from kubernetes_asyncio import client
+
+    from dispatch.adapters.kubeflow.api.throttle import ThrottledApiClient
+
+    async def made() -> ThrottledApiClient:  # its session needs a running loop
+        return ThrottledApiClient(client.Configuration(host="http://127.0.0.1:1"), Throttle())
+
+    loop = asyncio.new_event_loop()
+    api = loop.run_until_complete(made())
+    plain = trainjob("a")
+    assert api.sanitize_for_serialization(plain) is plain
+    meta = client.V1ObjectMeta(name="a", labels={"x": "y"})
+    when = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    mixed = {"metadata": meta, "at": [when], "n": 1}
+    assert api.sanitize_for_serialization(mixed) == {
+        "metadata": {"name": "a", "labels": {"x": "y"}},
+        "at": ["2026-01-01T00:00:00+00:00"],
+        "n": 1,
+    }
+    loop.run_until_complete(api.close())
+    loop.close()

@@ -57,6 +57,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from yarl import URL
 
+from dispatch import jsontext
 from dispatch.adapters.kubeflow.planning.settings import DEFAULT_MAX_IN_FLIGHT
 from dispatch.clock import Clock, SystemClock
 from dispatch.log import logger
@@ -262,6 +263,15 @@ class ThrottledApiClient(client.ApiClient):
         super().__init__(configuration)
         self.throttle = throttle
         _proxy_once(self.rest_client, configuration.host or "")
+
+    def sanitize_for_serialization(self, obj: Any) -> Any:
+        """``obj`` as the client sends it: itself when it is JSON data alone
+        (``jsontext.plain``: every object and patch dispatch builds), which the client's own
+        conversion would rebuild equal, value by value in Python (5 % of the supervisor's CPU
+        while it starts 1,000 TrainJobs); otherwise that conversion (models, dates)."""
+        if isinstance(obj, dict | list) and jsontext.plain(obj):
+            return obj
+        return super().sanitize_for_serialization(obj)
 
     async def request(
         self,
