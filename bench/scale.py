@@ -321,6 +321,8 @@ def summarise(
         # the most attempts open at once and the RSS then (dispatch only)
         "openAtMost": open_at_most(child.get("rssSeries", []), times.created, reported),
         "wallSeconds": round(child.get("finished", 0) - child.get("began", 0), 1),
+        # the supervisor's cyclic garbage collections, per generation (dispatch only)
+        "gcPauses": child.get("gc"),
     }
 
 

@@ -12,7 +12,9 @@ type are written to FILE with the RSS and traced-size series, and, once every jo
 the sites still holding memory (slows the run down).
 OUT: per job the TrainJob name, final state and cause, and when the supervisor recorded the
 attempt's end (the records' log time, wall clock); plus this process's CPU seconds and peak
-RSS, and its CPU seconds and RSS sampled over the run (``cpuSeries``, ``rssSeries``). The
+RSS, its CPU seconds and RSS sampled over the run (``cpuSeries``, ``rssSeries``), and the
+pauses of Python's cyclic garbage collector per generation while it supervised (``gc``: how
+many, their seconds in all, the longest). The
 jobs are put in the records first (as ``dispatch submit`` does), then one supervisor starts
 and supervises them all (as ``dispatch supervise --exit-when-idle`` does).
 """
@@ -29,6 +31,7 @@ import resource
 import sys
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +167,46 @@ async def sample_cpu(series: list[tuple[float, float]], rss: list[tuple[float, f
         await asyncio.sleep(CPU_EVERY)
 
 
+class GcPauses:
+    """The cyclic garbage collector's collections while ``on``: per generation, how many,
+    their seconds in all, the longest, and the objects they freed (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        #: per generation: collections, seconds in all, the longest, objects collected
+        self.by_generation: dict[int, list[float]] = {g: [0, 0.0, 0.0, 0] for g in range(3)}
+        self._began = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+            return
+        took = time.perf_counter() - self._began
+        entry = self.by_generation[info["generation"]]
+        entry[0] += 1
+        entry[1] += took
+        entry[2] = max(entry[2], took)
+        entry[3] += info["collected"]
+
+    @contextlib.contextmanager
+    def on(self) -> Iterator[None]:
+        gc.callbacks.append(self._callback)
+        try:
+            yield
+        finally:
+            gc.callbacks.remove(self._callback)
+
+    def to_json(self) -> dict[str, dict[str, float]]:
+        return {
+            str(g): {
+                "collections": int(n),
+                "seconds": round(total, 3),
+                "longest": round(most, 4),
+                "collected": int(collected),
+            }
+            for g, (n, total, most, collected) in self.by_generation.items()
+        }
+
+
 async def supervise(plan: dict[str, Any]) -> dict[str, Any]:
     clock = SystemClock()
     state = Path(plan["state"])
@@ -198,7 +241,9 @@ async def supervise(plan: dict[str, Any]) -> dict[str, Any]:
     rss: list[tuple[float, float]] = []
     timing = asyncio.ensure_future(sample_cpu(cpu, rss))
     began = time.time()
-    await supervisor.run(asyncio.Event(), on_step=count, until_idle=True)
+    pauses = GcPauses()
+    with pauses.on():
+        await supervisor.run(asyncio.Event(), on_step=count, until_idle=True)
     finished = time.time()
     timing.cancel()
     with contextlib.suppress(asyncio.CancelledError):
@@ -232,6 +277,7 @@ async def supervise(plan: dict[str, Any]) -> dict[str, Any]:
         "jobs": out,
         "cpuSeries": cpu,
         "rssSeries": rss,
+        "gc": pauses.to_json(),
     }
 
 

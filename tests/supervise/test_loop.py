@@ -624,3 +624,27 @@ def test_an_observation_the_watch_delivered_is_recorded_under_the_tick_s_lease()
     with pytest.raises(LeaseLost):
         run(supervisor._observe(record, 1, attempt.handle))
     assert "pod/a@2" not in {e.key for e in store.evidence(job, 1)}
+
+
+def test_the_collector_leaves_out_what_the_process_held_and_runs_less_often(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gc
+
+    from dispatch.supervise import loop
+
+    collected: list[int] = []
+    monkeypatch.setattr(loop, "_collector_tuned", False)
+    monkeypatch.setattr(gc, "collect", lambda *a: collected.append(1) or 0)
+    thresholds = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)  # Python's defaults
+    before = gc.get_freeze_count()
+    held = [[n] for n in range(1000)]  # tracked objects the process holds now
+    try:
+        loop._tune_collector()
+        assert gc.get_freeze_count() >= before + len(held)
+        assert gc.get_threshold() == loop.GC_THRESHOLDS
+        loop._tune_collector()  # once per process: no second collection
+        assert collected == [1]
+    finally:
+        gc.set_threshold(*thresholds)
