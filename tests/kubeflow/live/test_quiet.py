@@ -477,3 +477,40 @@ def version_of_newest(emu: Emulator) -> str:
     """The emulator's newest resourceVersion (a list's version)."""
     cluster = emu.cluster
     return str(emu.call(lambda: cluster.store.resource_version))
+
+
+def test_a_slow_check_for_some_trainjobs_alone_pauses_the_stream_a_second_at_most(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A narrow check lists a few objects: its wall time under a busy loop is the loop's, and
+    ten times it would hold every end waiting on the stream back; a whole check of the same
+    duration keeps the longer pause."""
+    monkeypatch.setattr(catchup, "NARROW_FROM", 3)
+    real = catchup.list_pages
+    with Emulator(ClusterConfig(namespaces=(NS,)), kubeconfig=tmp_path / "kubeconfig") as emu:
+        make_two_trainjobs(emu, pod)
+
+        async def body(capture: Capture, clock: ManualClock) -> None:
+            def timed(session: Any, res: Any, namespace: str | None, **kw: Any) -> Any:
+                clock.advance(1.0)  # every list takes a second
+                return real(session, res, namespace, **kw)
+
+            monkeypatch.setattr(catchup, "list_pages", timed)
+            stream = ("pods.core", NS)
+            target = await two_trainjobs_behind(emu, capture)
+            since = clock.now()
+            clock.advance(catchup.RELIST_EVERY)
+            await until(lambda: capture.caught_up(target, since, A))
+            await until(lambda: not capture.catch_up.checking)
+            pause = (capture.catch_up.next_check(stream) or 0.0) - clock.now()
+            assert pause == pytest.approx(catchup.MAX_NARROW_PAUSE)
+            # the whole stream, checked as slowly: ten times its duration
+            target = await only_the_nodes_move(emu, capture, "n-2")
+            since = clock.now()
+            clock.advance(catchup.RELIST_EVERY)
+            await until(lambda: capture.caught_up(target, since))
+            await until(lambda: not capture.catch_up.checking)
+            pause = (capture.catch_up.next_check(stream) or 0.0) - clock.now()
+            assert pause == pytest.approx(catchup.CHECK_SHARE * 1.0)
+
+        run_capture(emu, tmp_path / "kubeconfig", body, POD_KINDS)
