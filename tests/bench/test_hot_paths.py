@@ -26,5 +26,7 @@ def test_hot_paths_prints_a_figure_for_every_path() -> None:
         "laststate.share (first, neighbour)",
         "jsontext.loads",
         "jsontext.dumps",
+        "plan_objects (torch)",
+        "plan_objects (plain)",
     ]
     assert all(float(line.split()[-2]) > 0 for line in lines[1:])
