@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dispatch.adapters.base import AdapterContext
 from dispatch.adapters.memory import Fault, MemoryAdapter, SimulatedCrash
 from dispatch.clock import CountingIds
 from dispatch.model import (
@@ -22,7 +24,7 @@ from dispatch.model import (
     State,
 )
 from dispatch.records import JobRecord, Lease, SqliteRecords
-from dispatch.supervise import DecisionKind
+from dispatch.supervise import DecisionKind, Supervisor
 from dispatch.supervise.report import JobReport
 from tests.supervise.world import World, run
 
@@ -648,3 +650,37 @@ def test_the_collector_leaves_out_what_the_process_held_and_runs_less_often(
         assert collected == [1]
     finally:
         gc.set_threshold(*thresholds)
+
+
+class _Backlogged(MemoryAdapter):
+    """A memory adapter whose reports run ``loop.BEHIND`` and more behind for its first
+    ``lagging`` answers to ``behind``; each start notes how many answers came before it."""
+
+    def __init__(self, world: World, lagging: int) -> None:
+        super().__init__(
+            world.cluster, AdapterContext(Path("."), world.clock), scheduler=world.scheduler
+        )
+        self.lagging = lagging
+        self.asked = 0
+        self.started_after: list[int] = []
+
+    def behind(self) -> float:
+        self.asked += 1
+        return 1.0 if self.asked <= self.lagging else 0.0
+
+    async def start(self, job: Job, attempt: int) -> AttemptHandle:
+        self.started_after.append(self.asked)
+        return await super().start(job, attempt)
+
+
+def test_no_start_while_an_adapter_s_reports_run_behind() -> None:
+    """A watched pass starts none of its own ticks while an adapter reports it runs behind
+    (``Backlogged``); it starts them all once the reports caught up."""
+    world = World()
+    adapter = _Backlogged(world, lagging=3)
+    jobs = [world.submit("succeeded@20") for _ in range(3)]
+    supervisor = Supervisor(world.store, lambda _: adapter, world.clock, "s1", ticks_at_once=4)
+    supervisor.adapter("mem")  # open, as after the supervisor's first tick on the cluster
+    run(supervisor.run(asyncio.Event(), until_idle=True))
+    assert adapter.started_after and min(adapter.started_after) > 3
+    assert [world.store.get_job(j).state for j in jobs] == [State.SUCCEEDED] * 3

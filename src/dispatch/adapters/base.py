@@ -211,3 +211,14 @@ class Draining(Protocol):
         (what is left is found again later, by the adapter's own means). Never raises but
         for the caller's cancellation."""
         ...
+
+
+@runtime_checkable
+class Backlogged(Protocol):
+    """Optional: adapters whose reports of ends can fall behind what the cluster did (the
+    Kubeflow adapter's evidence streams, when the supervisor's loop is too busy to read them)."""
+
+    def behind(self) -> float:
+        """Seconds the adapter's reports lag behind the cluster, as measured lately (0: on
+        time, or nothing measured for a while). Never blocks and never raises."""
+        ...

@@ -47,3 +47,27 @@ def test_a_stream_refused_with_403_is_logged_as_a_warning_and_the_others_run(
     assert followed == {f"{k.name} in {where}: following"
                         for k, where in zip(KINDS, (NS, NS, "the cluster"), strict=True)}  # fmt: skip
     assert any(r.getMessage() == "events.core in ml-team: stopped" for r in caplog.records)
+
+
+def test_how_late_an_object_dispatch_created_came_in_its_stream_is_the_streams_lag() -> None:
+    from typing import Any, cast
+
+    from dispatch.adapters.kubeflow.live import streams as live
+
+    clock = ManualClock(start=100.0)
+    pods = WatchedKind(PODS)
+    follow = live.Streams(cast(Any, None), clock, (pods,), lambda obj, deleted=False: [])
+    stream = (pods.name, NS)
+    pod = {"kind": "Pod", "metadata": {"name": "p", "namespace": NS, "resourceVersion": "5"}}
+    assert follow.behind() == 0.0
+    follow.created(pods.name, f"{NS}/p")
+    clock.advance(0.7)
+    follow.update(("events.core", NS), f"{NS}/p", {**pod, "kind": "Event"})  # another kind
+    assert follow.behind() == 0.0
+    follow.update(stream, f"{NS}/p", pod)
+    assert follow.behind() == pytest.approx(0.7)
+    clock.advance(live.LAG_KEPT + 0.1)  # nothing measured since: on time
+    assert follow.behind() == 0.0
+    for n in range(live.MAX_CREATED + 5):  # bounded
+        follow.created(pods.name, f"{NS}/p-{n}")
+    assert len(follow._created) == live.MAX_CREATED

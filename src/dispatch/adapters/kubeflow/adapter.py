@@ -62,6 +62,7 @@ from dispatch.adapters.kubeflow.api.client import (
 )
 from dispatch.adapters.kubeflow.api.credentials import SERVICE_ACCOUNT, default_namespace, locate
 from dispatch.adapters.kubeflow.api.errors import ApiRejected, Conflict
+from dispatch.adapters.kubeflow.api.kinds import WatchedKind
 from dispatch.adapters.kubeflow.api.owners import CopyOwners
 from dispatch.adapters.kubeflow.api.probe import ClusterFacts, answers, probe, refusals
 from dispatch.adapters.kubeflow.api.secret import with_secret_values
@@ -144,6 +145,10 @@ def _shared(current: Shared[T] | None, begin: Callable[[], Awaitable[T]]) -> Sha
         if not task.done() or (not task.cancelled() and task.exception() is None):
             return current
     return loop, asyncio.ensure_future(begin())
+
+
+#: the stream a start's TrainJob comes back in (``Streams.created``)
+TRAINJOB_STREAM = WatchedKind(TRAINJOBS).name
 
 
 class KubeflowAdapter:
@@ -385,6 +390,8 @@ class KubeflowAdapter:
         # attempt judges it at once instead of reading it, its JobSet and its lists again
         # (``live.watching.Lookups``) for the milliseconds its event takes.
         self.capture().seen(created.trainjob)
+        if not created.adopted:  # made now: its stream's delivery times the streams' lag
+            self.capture().streams.created(TRAINJOB_STREAM, f"{self.namespace}/{created.name}")
         if not created.copy_owned and created.copy_uid:
             self.copy_owners().owe(self.namespace, created.name, created.uid, created.copy_uid)
         return AttemptHandle(
@@ -726,6 +733,12 @@ class KubeflowAdapter:
         if final is None:
             return "ended"
         return final.cause.value if final.cause is not None else final.state.value
+
+    def behind(self) -> float:
+        """``Backlogged``: how late this cluster's evidence streams delivered the last
+        TrainJob a start created (``live.streams.Streams.behind``); 0 with no streams."""
+        capture = self._capture
+        return capture.streams.behind() if capture is not None else 0.0
 
     def late_evidence(self) -> list[tuple[str, int, tuple[Evidence, ...]]]:
         """``LateEvidence``: the refused resumes (``live/refusals.py``) found about attempts

@@ -20,6 +20,8 @@ asked to ``cover`` (Nodes once for the cluster) and hands every object state it 
   Lists are read in pages.
 * How far each stream got (``version``), whether its watch is open (``is_open``) and when it
   last delivered (``delivered_at``) are what ``catchup`` proves positions with.
+* ``behind()``: how late the streams run, measured on what dispatch itself creates: an
+  object announced with ``created`` is timed until its stream delivers it.
 * ``synced`` is set once every stream has made its first list (or was skipped), so a first
   judgement is not made on half the evidence.
 
@@ -30,6 +32,7 @@ debug for the routine, info for a re-list, warning for a kind refused or not ser
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -46,6 +49,10 @@ from dispatch.model import Forbidden, NotFound, SchedulerUnavailable, TransientE
 
 log = logger(__name__)
 
+#: objects created waiting to be delivered by their stream, at most (``created``)
+MAX_CREATED = 4096
+#: seconds a lag measured counts (``behind``)
+LAG_KEPT = 1.0
 #: seconds a watch request lasts on the server before it is resumed
 WATCH_SECONDS = 300
 #: first and longest pause (real seconds) after a failed list or watch
@@ -93,6 +100,8 @@ class Streams:
         self._session_ready = asyncio.Event()
         self._opened: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self._created: dict[tuple[str, str], float] = {}  # see ``created``
+        self._lag = (0.0, -math.inf)  # the last lag measured, and when
 
     # --- what catch-up reads ----------------------------------------------------------------
 
@@ -162,10 +171,28 @@ class Streams:
             if watched.resource.kind == kind:
                 self.last.claim(stream, key, ref)
 
+    def created(self, kind: str, key: str) -> None:
+        """An object of ``kind`` (a ``WatchedKind.name``) and ``key`` was created now (a
+        start's TrainJob): when its stream delivers it, how late it came is the streams' lag
+        (``behind``). At most ``MAX_CREATED`` wait, the oldest forgotten first."""
+        if len(self._created) >= MAX_CREATED:
+            del self._created[next(iter(self._created))]
+        self._created[(kind, key)] = self.clock.now()
+
+    def behind(self) -> float:
+        """How late the last object ``created`` came in its stream, measured within the last
+        ``LAG_KEPT`` seconds; else 0."""
+        lag, at = self._lag
+        return lag if self.clock.now() - at <= LAG_KEPT else 0.0
+
     def update(self, stream: Stream, key: str, obj: dict[str, Any]) -> None:
         """Hand over a new state of an object, trimmed and compacted, sharing its unchanged
         parts with the last one (the first, its equal parts with the stream's last state:
         ``laststate``), and keep it as the object's last state."""
+        made = self._created.pop((stream[0], key), None) if self._created else None
+        if made is not None:
+            now = self.clock.now()
+            self._lag = (now - made, now)
         last = self.last.state(stream, key)
         obj = share(trim(obj), last if last is not None else self.last.like(stream))
         self.last.keep(stream, key, obj, self._seen(obj))
