@@ -165,12 +165,15 @@ BOOKMARK_EVERY = 60.0
 
 class WatchSampler(threading.Thread):
     """The most watch streams open at once (every 0.1 s), and the requests served so far
-    (every ``RATE_EVERY`` s: ``served``, wall-clock time and total)."""
+    (every ``RATE_EVERY`` s: ``served``, wall-clock time and total), with this process's CPU
+    seconds then (``cpu``: the emulator's threads, which answer and run the controllers, and
+    the bench's own samplers, which are a small part)."""
 
     def __init__(self, emu: Emulator) -> None:
         super().__init__(daemon=True)
         self.emu, self.peak, self.stop = emu, 0, threading.Event()
         self.served: list[tuple[float, int]] = []
+        self.cpu: list[tuple[float, float]] = []
 
     def run(self) -> None:
         while not self.stop.wait(0.1):
@@ -178,6 +181,7 @@ class WatchSampler(threading.Thread):
             self.peak = max(self.peak, counts.open_watch_total)
             if not self.served or time.time() - self.served[-1][0] >= RATE_EVERY:
                 self.served.append((time.time(), counts.total))
+                self.cpu.append((time.time(), time.process_time()))
 
     def served_since(self, since: float) -> tuple[int, float]:
         """Requests served from ``since`` (wall clock; the first sample at the earliest) to
@@ -265,7 +269,10 @@ def summarise(
     counts: Any,
     peak_watches: int,
     child: dict[str, Any],
+    server_cpu: list[tuple[float, float]] | None = None,
 ) -> dict[str, Any]:
+    """One tool's row. ``server_cpu``: the bench process's CPU samples (``WatchSampler.cpu``),
+    for the emulator's share of the machine while the jobs were submitted."""
     lifetimes = [times.terminal[n] - times.created[n] for n in times.terminal if n in times.created]
     job_minutes = sum(lifetimes) / 60
     delays = [reported[n] - times.terminal[n] for n in reported if n in times.terminal]
@@ -317,6 +324,9 @@ def summarise(
         # the supervisor's CPU from the first TrainJob created to the last, per job: what a
         # start costs it (the streams' and judgements' work meanwhile included)
         "submissionCpuMsPerJob": cpu_per_job(child.get("cpuSeries", []), first, submitted, jobs),
+        # the emulator's CPU over the same span, per job: on a machine of two cores the two
+        # processes share them, so together they bound how fast submission can go here
+        "emulatorSubmissionCpuMsPerJob": cpu_per_job(server_cpu or [], first, submitted, jobs),
         "peakRssMiB": round(child.get("peakRssMiB", 0.0), 1),
         # the most attempts open at once and the RSS then (dispatch only)
         "openAtMost": open_at_most(child.get("rssSeries", []), times.created, reported),
@@ -420,7 +430,9 @@ def run_dispatch(
             return {"tool": "dispatch", "jobs": jobs, "error": why}
         child = json.loads(out.read_text())
         reported = {j["trainJob"]: j["reportedAt"] for j in child["jobs"] if j["reportedAt"]}
-        result = summarise("dispatch", jobs, times, reported, counts, sampler.peak, child)
+        result = summarise(
+            "dispatch", jobs, times, reported, counts, sampler.peak, child, sampler.cpu
+        )
         if delays is not None:
             delays.write_text(json.dumps(job_times(times, reported)))
         result["passes"] = child["passes"]
@@ -560,7 +572,7 @@ def run_sdk(jobs: int, lifetime: float, scale: float, deadline: float) -> dict[s
             return {"tool": "sdk", "jobs": jobs, "error": why, "stopped": stopped}
         data = json.loads(out.read_text())
         reported = {n: j["reportedAt"] for n, j in data["jobs"].items()}
-        result = summarise("sdk", jobs, times, reported, counts, sampler.peak, data)
+        result = summarise("sdk", jobs, times, reported, counts, sampler.peak, data, sampler.cpu)
         said: dict[str, int] = {}
         for j in data["jobs"].values():
             key = j["said"].split(":")[0]

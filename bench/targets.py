@@ -232,7 +232,7 @@ def _submission(rows: list[dict[str, Any]]) -> list[Judgement]:
             continue
         measured = (
             f"{r['submissionSeconds']:.1f} s, {r.get('throttled', 0):,} 429s sent, "
-            f"{r.get('trainJobs')} TrainJobs, {_losses(r)}"
+            f"{r.get('trainJobs')} TrainJobs, {_losses(r)}{_cpu_shares(r)}"
         )
         if not r.get("throttled"):
             judged.append(Judgement(target, f"not judged: no 429 sent ({measured})", None))
@@ -240,6 +240,15 @@ def _submission(rows: list[dict[str, Any]]) -> list[Judgement]:
         met = r["submissionSeconds"] < SUBMISSION_S and _intact(r)
         judged.append(Judgement(target, measured, met and r.get("trainJobs") == r["jobs"]))
     return judged
+
+
+def _cpu_shares(r: dict[str, Any]) -> str:
+    """The CPU per job the supervisor and the emulator took while submitting, when measured:
+    the two share this machine's cores, so they explain a submission slower than the target."""
+    mine, server = r.get("submissionCpuMsPerJob"), r.get("emulatorSubmissionCpuMsPerJob")
+    if mine is None or server is None:
+        return ""
+    return f"; CPU per job while submitting: supervisor {mine:.1f} ms, emulator {server:.1f} ms"
 
 
 def _sdk_large(sdk: list[dict[str, Any]]) -> Judgement:

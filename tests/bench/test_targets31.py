@@ -78,6 +78,13 @@ def test_a_submission_without_429_is_not_judged_and_one_too_slow_is_not_met() ->
     assert _by_target(ROWS, duplicated)["submission"].met is False
 
 
+def test_a_submission_names_the_cpu_each_process_took_per_job_when_measured() -> None:
+    assert "CPU per job" not in _by_target(ROWS, SUBMISSION)["submission"].measured
+    shares = {"submissionCpuMsPerJob": 20.37, "emulatorSubmissionCpuMsPerJob": 19.0}
+    measured = _by_target(ROWS, [{**SUBMISSION[0], **shares}])["submission"].measured
+    assert measured.endswith("CPU per job while submitting: supervisor 20.4 ms, emulator 19.0 ms")
+
+
 def test_targets_without_their_rows_are_not_judged() -> None:
     rows = [_row("dispatch", 10, 5.0, detectP99=0.3, requestsPerJob=9.0)]
     assert {j.met for j in judge_issue31(rows, [])} == {None}
