@@ -2,8 +2,10 @@
 decoding it and writing it as evidence (``json`` against ``dispatch.jsontext``), and keeping it
 beside the object's last state (``laststate.share``), or, for an object's first state, alone or
 sharing with the stream's last state, another object's (``LastStates.like``; skipped where it
-does not exist); and planning one attempt of each example job (``plan_objects``: the objects a
-start creates, built and checked), each call for a new job id.
+does not exist); planning one attempt of each example job (``plan_objects``: the objects a
+start creates, built and checked), each call for a new job id; and judging one attempt
+(``diagnose``, once per dump of ``tests/dumps``: what the supervisor does for each attempt with
+new records, over the evidence already read).
 
     python -m bench.hot_paths [--repeat 300]
 
@@ -27,6 +29,7 @@ from typing import Any
 from dispatch.adapters.kubeflow.live import laststate
 
 GOLDEN = Path(__file__).parents[1] / "tests" / "kubeflow" / "planning" / "golden"
+DUMPS = Path(__file__).parents[1] / "tests" / "dumps"
 
 
 def objects() -> list[dict[str, Any]]:
@@ -75,6 +78,17 @@ def plan_rows(repeat: int) -> dict[str, float]:
     return rows
 
 
+def diagnose_rows(repeat: int) -> dict[str, float]:
+    """Microseconds per diagnosis of each dump in tests/dumps (its evidence read once)."""
+    from dispatch.adapters.kubeflow.causes.decide import diagnose
+    from dispatch.adapters.kubeflow.causes.dump import parse_dump
+    from dispatch.adapters.kubeflow.causes.evidence import EvidenceSet
+
+    dumps = sorted(DUMPS.glob("*.yaml"))
+    sets = [EvidenceSet.from_objects(parse_dump(p.read_text())) for p in dumps]
+    return {"diagnose (tests/dumps)": per_call(diagnose, sets, max(1, repeat // 10))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=300)
@@ -113,6 +127,7 @@ def main() -> None:
         rows["jsontext.loads"] = per_call(jsontext.loads, texts, args.repeat)
         rows["jsontext.dumps"] = per_call(jsontext.dumps, objs, args.repeat)
     rows.update(plan_rows(args.repeat))
+    rows.update(diagnose_rows(args.repeat))
     print(f"{len(objs)} TrainJobs of {size} bytes on average")
     for name, micros in rows.items():
         print(f"{name:36s} {micros:7.1f} us")

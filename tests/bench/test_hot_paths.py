@@ -28,5 +28,6 @@ def test_hot_paths_prints_a_figure_for_every_path() -> None:
         "jsontext.dumps",
         "plan_objects (torch)",
         "plan_objects (plain)",
+        "diagnose (tests/dumps)",
     ]
     assert all(float(line.split()[-2]) > 0 for line in lines[1:])

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import copy
+from collections import UserList
+from types import MappingProxyType
 from typing import Any
 
-from dispatch.adapters.kubeflow.objects import condition, strategic_merge, true_condition
+from dispatch.adapters.kubeflow.objects import (
+    as_list,
+    condition,
+    dig,
+    strategic_merge,
+    true_condition,
+)
 
 POD_SPEC: dict[str, Any] = {
     "containers": [
@@ -14,6 +22,28 @@ POD_SPEC: dict[str, Any] = {
     ],
     "tolerations": [{"key": "gpu", "operator": "Exists"}],
 }
+
+
+def test_dig_reads_through_any_mapping_and_stops_at_anything_else() -> None:
+    pod = {"status": {"phase": "Failed", "conditions": [{"type": "Ready"}]}}
+    assert dig(pod, "status", "phase") == "Failed"
+    assert dig(MappingProxyType({"status": MappingProxyType(pod["status"])}), "status",
+               "phase") == "Failed"  # fmt: skip
+    assert dig(pod, "status", "conditions", "type") is None  # a list is not a mapping
+    assert dig(pod, "status", "phase", "x") is None  # nor a string
+    assert dig(pod, "spec", "containers") is None
+    assert dig(None, "status") is None
+    assert dig(pod) is pod
+
+
+def test_as_list_copies_any_sequence_but_text() -> None:
+    items = [1, 2]
+    copied = as_list(items)
+    assert copied == [1, 2] and copied is not items
+    assert as_list((1, 2)) == [1, 2]
+    assert as_list(UserList([3])) == [3]
+    assert as_list("ab") is None and as_list(b"ab") is None
+    assert as_list({"a": 1}) is None and as_list(None) is None
 
 
 def test_lists_with_a_merge_key_merge_by_it_others_are_replaced() -> None:

@@ -35,17 +35,22 @@ def show(value: Any) -> str:
 
 
 def dig(value: Any, *keys: str) -> Any:
-    """``value[k1][k2]…`` through mappings, or None when any step is missing or not a mapping."""
+    """``value[k1][k2]…`` through mappings, or None when any step is missing or not a mapping.
+
+    A plain ``dict`` (what JSON gives) is known by its exact type first: the ``isinstance``
+    against the ``Mapping`` ABC made a two-key dig about three times slower (684 against 243
+    ns, bench/README.md), and the supervisor digs through every state its streams deliver."""
     for key in keys:
-        if not isinstance(value, Mapping):
+        if type(value) is not dict and not isinstance(value, Mapping):
             return None
         value = value.get(key)
     return value
 
 
 def as_list(value: Any) -> list[Any] | None:
-    """The value as a list when it is a sequence (not a string), else None."""
-    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+    """The value as a list when it is a sequence (not a string), else None (a plain ``list``
+    known by its exact type first, as in ``dig``)."""
+    if type(value) is list or (isinstance(value, Sequence) and not isinstance(value, str | bytes)):
         return list(value)
     return None
 
