@@ -179,9 +179,10 @@ class WatchSampler(threading.Thread):
         while not self.stop.wait(0.1):
             counts = self.emu.requests()
             self.peak = max(self.peak, counts.open_watch_total)
-            if not self.served or time.time() - self.served[-1][0] >= RATE_EVERY:
-                self.served.append((time.time(), counts.total))
-                self.cpu.append((time.time(), time.process_time()))
+            now = time.time()
+            if not self.served or now - self.served[-1][0] >= RATE_EVERY:
+                self.served.append((now, counts.total))
+                self.cpu.append((now, time.process_time()))
 
     def served_since(self, since: float) -> tuple[int, float]:
         """Requests served from ``since`` (wall clock; the first sample at the earliest) to

@@ -323,3 +323,24 @@ def test_a_refusal_after_the_copy_was_created_removes_it(
         run(make_adapter().start(job, 1))
     assert BACKOFF_LIMIT in refused.value.rules
     assert stored(emulator, "TrainingRuntime") == stored(emulator, "TrainJob") == []
+
+
+def test_a_started_trainjob_is_timed_until_its_stream_delivers_it(
+    make_adapter: AdapterFactory,
+) -> None:
+    """The start announces its TrainJob to the streams (``Streams.created``) under the key the
+    TrainJob stream delivers it by, so the delivery ends the timing and measures the lag."""
+    adapter = make_adapter()
+
+    async def started_and_delivered() -> tuple[int, float]:
+        await adapter.start(job_of(example_spec("torch")), 1)
+        streams = adapter.capture().streams
+        for _ in range(200):
+            if not streams._created:
+                break
+            await asyncio.sleep(0.05)
+        return len(streams._created), adapter.behind()
+
+    waiting, lag = run(started_and_delivered())
+    assert waiting == 0  # delivered, and matched to what the start announced
+    assert lag >= 0.0

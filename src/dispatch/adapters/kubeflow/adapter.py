@@ -88,6 +88,7 @@ from dispatch.adapters.kubeflow.live.identity import (
 from dispatch.adapters.kubeflow.live.lastwords import last_words
 from dispatch.adapters.kubeflow.live.output import read_output
 from dispatch.adapters.kubeflow.live.snapshot import merged, snapshot
+from dispatch.adapters.kubeflow.live.streams import key_of
 from dispatch.adapters.kubeflow.live.verdict import DEFAULT_SETTLE, Verdicts
 from dispatch.adapters.kubeflow.live.watching import RetireSweep, watch_attempts
 from dispatch.adapters.kubeflow.objects import as_list, dig, format_time, text_of
@@ -391,7 +392,7 @@ class KubeflowAdapter:
         # (``live.watching.Lookups``) for the milliseconds its event takes.
         self.capture().seen(created.trainjob)
         if not created.adopted:  # made now: its stream's delivery times the streams' lag
-            self.capture().streams.created(TRAINJOB_STREAM, f"{self.namespace}/{created.name}")
+            self.capture().streams.created(TRAINJOB_STREAM, key_of(created.trainjob))
         if not created.copy_owned and created.copy_uid:
             self.copy_owners().owe(self.namespace, created.name, created.uid, created.copy_uid)
         return AttemptHandle(
